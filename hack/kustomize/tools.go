@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package tools records the command this module exists to build, so that
+// `go mod tidy` keeps sigs.k8s.io/kustomize/kustomize/v5 and its imports in go.mod and go.sum.
+package tools
+
+import (
+	_ "sigs.k8s.io/kustomize/kustomize/v5"
+)

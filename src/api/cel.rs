@@ -1,0 +1,96 @@
+//! Builds the CRD's CEL rules and patterns from the same constants the webhook enforces.
+//!
+//! The API server evaluates these even when the webhook is down, so every invariant that CEL
+//! can express is here; the webhook repeats them with richer messages and adds what CEL cannot
+//! see (metadata, other objects, warnings). Tests in `admission::validate` run both over the
+//! same cases to show they agree.
+
+use kube::core::{Message, Reason, Rule};
+
+use super::memcached_flags::managed_flag_pattern;
+use super::v1beta1::{DEFAULT_MEMORY_LIMIT_MB, MIN_ITEM_SIZE_BYTES};
+
+/// memcached's item-size notation: digits, optionally followed by `k`/`K` or `m`/`M`.
+pub const ITEM_SIZE_PATTERN: &str = "^[0-9]+[kKmM]?$";
+
+/// An OCI image reference (`[registry[:port]/]path[:tag][@digest]`), the grammar of the
+/// distribution reference library, in RE2 syntax.
+pub const IMAGE_REFERENCE_PATTERN: &str = concat!(
+    "^",
+    // optional registry: a domain (or [ipv6]) with an optional port, then a slash
+    r"(?:(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?/)?",
+    // path components: lowercase alphanumerics joined by separators
+    r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*)*",
+    // optional tag, optional digest
+    r"(?::[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    "$"
+);
+
+/// CEL for the byte size of `self.maxItemSize` (already known to match [`ITEM_SIZE_PATTERN`]).
+fn item_size_bytes() -> &'static str {
+    "(self.maxItemSize.endsWith('k') || self.maxItemSize.endsWith('K') ? \
+     int(self.maxItemSize.substring(0, self.maxItemSize.size() - 1)) * 1024 : \
+     (self.maxItemSize.endsWith('m') || self.maxItemSize.endsWith('M') ? \
+     int(self.maxItemSize.substring(0, self.maxItemSize.size() - 1)) * 1048576 : \
+     int(self.maxItemSize)))"
+}
+
+/// CEL for `memoryLimitMB` seen from `spec.memcached`, with its default.
+fn memory_mb_here() -> String {
+    format!("(has(self.memoryLimitMB) ? self.memoryLimitMB : {DEFAULT_MEMORY_LIMIT_MB})")
+}
+
+/// On `spec.memcached`: the item size is at least 1k and at most half the item memory, as
+/// memcached itself requires.
+pub fn max_item_size_in_range() -> Rule {
+    let bytes = item_size_bytes();
+    let memory = memory_mb_here();
+    Rule::new(format!(
+        "!has(self.maxItemSize) || !self.maxItemSize.matches('{ITEM_SIZE_PATTERN}') || \
+         ({bytes} >= {MIN_ITEM_SIZE_BYTES} && {bytes} * 2 <= {memory} * 1048576)"
+    ))
+    .message(Message::Expression(format!(
+        "'spec.memcached.maxItemSize: ' + self.maxItemSize + ' must be at least 1k and at most \
+         half of memoryLimitMB (' + string({memory}) + ' MiB)'"
+    )))
+    .field_path(".maxItemSize")
+    .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec`: the item memory fits inside `resources.limits.memory` when that is set.
+pub fn memory_fits_resources() -> Rule {
+    let memory = format!(
+        "(has(self.memcached) && has(self.memcached.memoryLimitMB) ? \
+         self.memcached.memoryLimitMB : {DEFAULT_MEMORY_LIMIT_MB})"
+    );
+    Rule::new(format!(
+        "!has(self.resources) || !has(self.resources.limits) || \
+         !('memory' in self.resources.limits) || \
+         (isQuantity(string(self.resources.limits.memory)) && \
+         quantity(string(self.resources.limits.memory)).compareTo(quantity(string({memory}) + 'Mi')) >= 0)"
+    ))
+    .message(Message::Expression(format!(
+        "'spec.memcached.memoryLimitMB: ' + string({memory}) + ' MiB does not fit inside \
+         resources.limits.memory (' + string(self.resources.limits.memory) + ')'"
+    )))
+    .field_path(".resources.limits.memory")
+    .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec.memcached.extraArgs`: no argument sets a flag the operator manages.
+pub fn no_managed_flags() -> Rule {
+    let pattern = managed_flag_pattern();
+    Rule::new(format!("self.all(arg, !arg.matches('{pattern}'))"))
+        .message(Message::Expression(format!(
+            "'spec.memcached.extraArgs: ' + self.filter(arg, arg.matches('{pattern}')).join(', ') + \
+             ' set flags the operator manages; use the matching spec.memcached field instead'"
+        )))
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// On `spec.podDisruptionBudget.maxUnavailable`: a count of zero or more, or a percentage.
+pub fn max_unavailable_is_count_or_percent() -> Rule {
+    Rule::new("type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')")
+        .message("spec.podDisruptionBudget.maxUnavailable must be a number of pods (0 or more) or a percentage (0% to 100%)")
+        .reason(Reason::FieldValueInvalid)
+}

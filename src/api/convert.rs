@@ -1,0 +1,1 @@
+//! Converts Memcached objects between versions.

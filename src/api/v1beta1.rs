@@ -1,0 +1,227 @@
+//! Declares `v1beta1`, the storage version of Memcached and the hub of conversion.
+//!
+//! Every field is optional on the wire; the defaulting rules (`admission::defaults`) fill them
+//! in, and the values they fill in are the `DEFAULT_*` constants below, which the schema's
+//! descriptions and CEL rules quote too.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::cel;
+
+/// Replicas when none are given.
+pub const DEFAULT_REPLICAS: i32 = 1;
+/// The most replicas a Memcached may ask for.
+pub const MAX_REPLICAS: i32 = 64;
+/// memcached's item memory in MiB when none is given.
+pub const DEFAULT_MEMORY_LIMIT_MB: i32 = 64;
+/// memcached's connection limit when none is given.
+pub const DEFAULT_MAX_CONNECTIONS: i32 = 1024;
+/// memcached's worker threads when none are given.
+pub const DEFAULT_THREADS: i32 = 4;
+/// memcached's largest item when none is given.
+pub const DEFAULT_MAX_ITEM_SIZE: &str = "1m";
+/// The smallest item size memcached accepts, in bytes.
+pub const MIN_ITEM_SIZE_BYTES: u64 = 1024;
+/// memcached's verbosity when none is given.
+pub const DEFAULT_VERBOSITY: i32 = 0;
+/// The client port when none is given.
+pub const DEFAULT_PORT: i32 = 11211;
+/// The PodDisruptionBudget's maxUnavailable when none is given.
+pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
+
+/// The desired state of a memcached cluster.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cache.f2367556.dev",
+    version = "v1beta1",
+    kind = "Memcached",
+    plural = "memcacheds",
+    shortname = "mc",
+    category = "all",
+    namespaced,
+    cel,
+    doc = "A memcached cluster: a StatefulSet of memcached servers behind a headless Service, with a PodDisruptionBudget.",
+    status = "MemcachedStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "Desired memcached servers"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "Servers ready to take traffic"
+    ),
+    printcolumn(
+        name = "Memory",
+        type_ = "integer",
+        json_path = ".spec.memcached.memoryLimitMB",
+        description = "Item memory per server, MiB"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = cel::memory_fits_resources())]
+#[serde(rename_all = "camelCase")]
+pub struct MemcachedSpec {
+    /// Number of memcached servers (0 to 64). Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 64))]
+    pub replicas: Option<i32>,
+
+    /// memcached container image, as an OCI reference. Defaults to the image the operator was
+    /// released with (`RELATED_IMAGE_MEMCACHED`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
+    pub image: Option<String>,
+
+    /// memcached's own settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcached: Option<MemcachedConfig>,
+
+    /// Compute resources of each memcached container. Defaults to the item memory plus
+    /// headroom for connections and the hash table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// The client Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceSpec>,
+
+    /// The PodDisruptionBudget, created when there are two or more replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_disruption_budget: Option<PodDisruptionBudgetSpec>,
+
+    /// Scheduling constraints of the memcached pods. When none of affinity and
+    /// topologySpreadConstraints is given, pods prefer distinct nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// Tolerations of the memcached pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+
+    /// Node labels the memcached pods must run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+
+    /// PriorityClass of the memcached pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub priority_class_name: Option<String>,
+
+    /// How the memcached pods spread across topology domains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+}
+
+/// memcached's own settings, passed to it as command-line flags.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = cel::max_item_size_in_range())]
+#[serde(rename_all = "camelCase")]
+pub struct MemcachedConfig {
+    /// Item memory in MiB (`-m`). Defaults to 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1048576))]
+    pub memory_limit_mb: Option<i32>,
+
+    /// Most simultaneous client connections (`-c`). Defaults to 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1048576))]
+    pub max_connections: Option<i32>,
+
+    /// Worker threads (`-t`). Defaults to 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 256))]
+    pub threads: Option<i32>,
+
+    /// Largest item (`-I`), in memcached's notation: bytes, or a number followed by `k` or `m`
+    /// (powers of 1024). At least 1k and at most half the item memory. Defaults to `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 10), regex(pattern = cel::ITEM_SIZE_PATTERN))]
+    pub max_item_size: Option<String>,
+
+    /// Logging detail (`-v`, `-vv`): 0, 1 or 2. Defaults to 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2))]
+    pub verbosity: Option<i32>,
+
+    /// Further memcached flags, appended after the ones the operator sets. Flags the operator
+    /// manages (memory, connections, threads, ports, listen address, item size, verbosity) are
+    /// refused in every spelling memcached accepts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(max = 256)))]
+    #[x_kube(validation = cel::no_managed_flags())]
+    pub extra_args: Option<Vec<String>>,
+}
+
+/// The client Service.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSpec {
+    /// The port memcached listens on and the Service exposes. Defaults to 11211.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+}
+
+/// The PodDisruptionBudget.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudgetSpec {
+    /// How many servers a voluntary disruption may take down at once: a number or a
+    /// percentage. Defaults to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = cel::max_unavailable_is_count_or_percent())]
+    pub max_unavailable: Option<IntOrString>,
+}
+
+/// The observed state of a memcached cluster.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MemcachedStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// memcached servers that exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+
+    /// memcached servers ready to take traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+
+    /// Label selector of the servers, for the scale subresource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
+    /// Addresses (`host:port`) of the ready servers, in pod order, for clients to hash over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<Vec<String>>,
+
+    /// Available, Progressing and Degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(merge_strategy = kube::core::ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Option<Vec<Condition>>,
+}

@@ -1,0 +1,25 @@
+//! Names the operator's own pieces: its Deployment, ServiceAccount, container, ports and
+//! environment, so that the server, the controller and the generator agree on them.
+
+/// The operator's name: the OLM package, the CSV prefix and the field manager.
+pub const NAME: &str = "memcached-operator";
+/// The Deployment in the CSV's install strategy; webhook definitions point at it.
+pub const DEPLOYMENT_NAME: &str = "memcached-operator-controller-manager";
+/// The ServiceAccount the Deployment runs as.
+pub const SERVICE_ACCOUNT_NAME: &str = "memcached-operator-controller-manager";
+/// The operator's container in the Deployment.
+pub const CONTAINER_NAME: &str = "manager";
+/// Where the webhook server listens (controller-runtime's default).
+pub const WEBHOOK_PORT: u16 = 9443;
+/// The port OLM's webhook Service exposes and the API server calls.
+pub const WEBHOOK_SERVICE_PORT: u16 = 443;
+/// Where `/healthz` and `/readyz` answer.
+pub const PROBE_PORT: u16 = 8081;
+/// Where Prometheus metrics are served.
+pub const METRICS_PORT: u16 = 8080;
+/// The environment variable naming the memcached image the operator was released with.
+pub const RELATED_IMAGE_ENV: &str = "RELATED_IMAGE_MEMCACHED";
+/// The environment variable with the operator's own namespace (downward API).
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// The memcached image used when `RELATED_IMAGE_MEMCACHED` is unset: memcached 1.6, pinned.
+pub const DEFAULT_MEMCACHED_IMAGE: &str = "docker.io/library/memcached:1.6.39-alpine";
