@@ -1,6 +1,10 @@
 //! memcached-operator: runs memcached on Kubernetes, with admission and conversion webhooks,
 //! and writes its own OLM bundle.
 
+pub mod admission;
 pub mod api;
 pub mod operator;
 pub mod webhook;
+
+#[cfg(test)]
+mod fixtures;
