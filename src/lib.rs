@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod controller;
 pub mod operator;
 pub mod webhook;
 
