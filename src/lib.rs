@@ -6,6 +6,7 @@ pub mod api;
 pub mod controller;
 pub mod operator;
 pub mod webhook;
+pub mod wiring;
 
 #[cfg(test)]
 mod fixtures;
