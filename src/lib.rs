@@ -4,7 +4,9 @@
 pub mod admission;
 pub mod api;
 pub mod controller;
+pub mod olm;
 pub mod operator;
+pub mod rbac;
 pub mod webhook;
 pub mod wiring;
 
