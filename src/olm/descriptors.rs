@@ -25,12 +25,15 @@ fn ui(widget: &str) -> String {
     format!("{UI}{widget}")
 }
 
-/// Kinds the operator creates for each Memcached.
+/// Kinds the operator creates for each Memcached, Events about it included (listing them
+/// also tells `operator-sdk bundle validate` that the `events.k8s.io` permission is for
+/// `events.k8s.io/v1` Events, not the removed v1beta1 ones).
 fn resources() -> Vec<ApiResourceReference> {
     [
         ("StatefulSet", "v1"),
         ("Service", "v1"),
         ("PodDisruptionBudget", "v1"),
+        ("Event", "v1"),
     ]
     .iter()
     .map(|(kind, version)| ApiResourceReference {
@@ -236,4 +239,71 @@ pub fn v1alpha1() -> CrdDescription {
 /// The owned-CRD entries, one per served version, oldest first.
 pub fn owned() -> Vec<CrdDescription> {
     vec![v1alpha1(), v1beta1()]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The OpenAPI schema of `spec` or `status` of a version of the CRD.
+    fn schema(version: &str, root: &str) -> Value {
+        let crd = api::crd().expect("the CRD builds");
+        let v = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == version)
+            .expect("version served");
+        let schema = serde_json::to_value(&v.schema).expect("schema serializes");
+        schema["openAPIV3Schema"]["properties"][root].clone()
+    }
+
+    fn has_path(mut schema: &Value, path: &str) -> bool {
+        for part in path.split('.') {
+            match schema.get("properties").and_then(|p| p.get(part)) {
+                Some(next) => schema = next,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn every_descriptor_names_a_field_of_its_version() {
+        for owned in owned() {
+            let spec = schema(&owned.version, "spec");
+            let status = schema(&owned.version, "status");
+            for d in &owned.spec_descriptors {
+                assert!(has_path(&spec, &d.path), "{} spec.{}", owned.version, d.path);
+            }
+            for d in &owned.status_descriptors {
+                assert!(has_path(&status, &d.path), "{} status.{}", owned.version, d.path);
+            }
+        }
+    }
+
+    #[test]
+    fn every_top_level_spec_field_of_the_storage_version_has_a_descriptor() {
+        let spec = schema(api::STORAGE_VERSION, "spec");
+        let described: Vec<String> = v1beta1()
+            .spec_descriptors
+            .iter()
+            .map(|d| d.path.split('.').next().unwrap_or_default().to_string())
+            .collect();
+        for field in spec["properties"].as_object().expect("properties").keys() {
+            assert!(described.contains(field), "spec.{field} has no descriptor");
+        }
+    }
+
+    #[test]
+    fn every_descriptor_has_a_widget_and_a_label() {
+        for owned in owned() {
+            for d in owned.spec_descriptors.iter().chain(&owned.status_descriptors) {
+                assert!(!d.x_descriptors.is_empty(), "{}", d.path);
+                assert!(!d.display_name.is_empty(), "{}", d.path);
+            }
+        }
+    }
 }

@@ -73,3 +73,30 @@ pub fn all() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
         ),
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::validate::validate_create;
+    use crate::api::convert;
+
+    #[test]
+    fn the_v1beta1_example_passes_the_crd_rules_and_the_validating_webhook() {
+        let example = v1beta1();
+        assert!(example.validate_cel().is_ok(), "{:?}", example.validate_cel());
+        assert!(validate_create(&example).is_ok(), "{:?}", validate_create(&example));
+    }
+
+    #[test]
+    fn the_v1alpha1_example_converts_to_a_valid_v1beta1_object() {
+        let hub = convert::to_v1beta1(&v1alpha1()).expect("converts");
+        assert!(hub.validate_cel().is_ok(), "{:?}", hub.validate_cel());
+        assert!(validate_create(&hub).is_ok(), "{:?}", validate_create(&hub));
+    }
+
+    #[test]
+    fn there_is_one_example_per_served_version() {
+        let versions: Vec<&str> = all().expect("serializes").iter().map(|(v, _)| *v).collect();
+        assert_eq!(versions, crate::api::SERVED_VERSIONS.to_vec());
+    }
+}
