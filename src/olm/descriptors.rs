@@ -276,10 +276,20 @@ mod tests {
             let spec = schema(&owned.version, "spec");
             let status = schema(&owned.version, "status");
             for d in &owned.spec_descriptors {
-                assert!(has_path(&spec, &d.path), "{} spec.{}", owned.version, d.path);
+                assert!(
+                    has_path(&spec, &d.path),
+                    "{} spec.{}",
+                    owned.version,
+                    d.path
+                );
             }
             for d in &owned.status_descriptors {
-                assert!(has_path(&status, &d.path), "{} status.{}", owned.version, d.path);
+                assert!(
+                    has_path(&status, &d.path),
+                    "{} status.{}",
+                    owned.version,
+                    d.path
+                );
             }
         }
     }
@@ -300,7 +310,11 @@ mod tests {
     #[test]
     fn every_descriptor_has_a_widget_and_a_label() {
         for owned in owned() {
-            for d in owned.spec_descriptors.iter().chain(&owned.status_descriptors) {
+            for d in owned
+                .spec_descriptors
+                .iter()
+                .chain(&owned.status_descriptors)
+            {
                 assert!(!d.x_descriptors.is_empty(), "{}", d.path);
                 assert!(!d.display_name.is_empty(), "{}", d.path);
             }

@@ -83,8 +83,16 @@ mod tests {
     #[test]
     fn the_v1beta1_example_passes_the_crd_rules_and_the_validating_webhook() {
         let example = v1beta1();
-        assert!(example.validate_cel().is_ok(), "{:?}", example.validate_cel());
-        assert!(validate_create(&example).is_ok(), "{:?}", validate_create(&example));
+        assert!(
+            example.validate_cel().is_ok(),
+            "{:?}",
+            example.validate_cel()
+        );
+        assert!(
+            validate_create(&example).is_ok(),
+            "{:?}",
+            validate_create(&example)
+        );
     }
 
     #[test]
