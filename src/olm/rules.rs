@@ -328,3 +328,104 @@ fn check_conversion(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::olm::csv::{DeploymentSpecNamed, InstallMode};
+
+    fn csv_with(webhook: WebhookDescription, modes: &[(&str, bool)]) -> ClusterServiceVersion {
+        let mut csv = ClusterServiceVersion::default();
+        csv.spec.install.spec.deployments.push(DeploymentSpecNamed {
+            name: "manager".to_string(),
+            ..DeploymentSpecNamed::default()
+        });
+        csv.spec.install_modes = modes
+            .iter()
+            .map(|(mode, supported)| InstallMode {
+                mode: mode.to_string(),
+                supported: *supported,
+            })
+            .collect();
+        csv.spec.webhookdefinitions.push(webhook);
+        csv
+    }
+
+    fn fine_webhook() -> WebhookDescription {
+        WebhookDescription {
+            kind: webhook_type::VALIDATING.to_string(),
+            generate_name: "vthing.example.com".to_string(),
+            deployment_name: "manager".to_string(),
+            side_effects: Some("NoneOnDryRun".to_string()),
+            admission_review_versions: vec!["v1".to_string(), "v1beta1".to_string()],
+            webhook_path: Some("/validate".to_string()),
+            ..WebhookDescription::default()
+        }
+    }
+
+    #[test]
+    fn a_fine_webhook_breaks_nothing_and_unknown_routes_are_not_checked() {
+        let csv = csv_with(fine_webhook(), &[("AllNamespaces", true)]);
+        assert_eq!(check(&csv, &[], Routes::Unknown), vec![]);
+        assert_eq!(check(&csv, &[], Routes::Only(&["/validate"])), vec![]);
+        let unrouted = check(&csv, &[], Routes::Only(&["/other"]));
+        assert_eq!(unrouted.len(), 1);
+        assert_eq!(unrouted[0].rule, Rule::UnroutedPath);
+    }
+
+    #[test]
+    fn a_violation_prints_its_rule_its_webhook_and_what_is_wrong() {
+        let mut webhook = fine_webhook();
+        webhook.side_effects = Some("Some".to_string());
+        let csv = csv_with(webhook, &[("AllNamespaces", true)]);
+        let violations = check(&csv, &[], Routes::Unknown);
+        assert_eq!(
+            violations[0].to_string(),
+            "side-effects: webhook vthing.example.com: sideEffects Some: admissionregistration/v1 \
+             accepts only None or NoneOnDryRun"
+        );
+    }
+
+    #[test]
+    fn a_webhook_without_a_name_is_named_by_its_index() {
+        let mut webhook = fine_webhook();
+        webhook.generate_name.clear();
+        webhook.admission_review_versions = vec!["v1beta1".to_string()];
+        let csv = csv_with(webhook, &[("AllNamespaces", true)]);
+        assert_eq!(check(&csv, &[], Routes::Unknown)[0].webhook, "#0");
+    }
+
+    #[test]
+    fn a_conversion_webhook_needs_all_namespaces_supported() {
+        let mut webhook = fine_webhook();
+        webhook.kind = webhook_type::CONVERSION.to_string();
+        webhook.conversion_crds = vec!["things.example.com".to_string()];
+        let csv = csv_with(webhook, &[("AllNamespaces", false), ("OwnNamespace", true)]);
+        let rules: Vec<Rule> = check(&csv, &[], Routes::Unknown)
+            .iter()
+            .map(|v| v.rule)
+            .collect();
+        assert!(rules.contains(&Rule::ConversionInstallModes), "{rules:?}");
+        assert!(rules.contains(&Rule::ConversionCrdNotOwned), "{rules:?}");
+    }
+
+    #[test]
+    fn webhook_configurations_are_matched_in_any_spelling_but_other_resources_are_not() {
+        for resource in [
+            "*",
+            "*/*",
+            "*/status",
+            "MutatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            "VALIDATINGWEBHOOKCONFIGURATIONS/status",
+        ] {
+            assert!(covers_webhook_configurations(resource), "{resource}");
+        }
+        for resource in [
+            "validatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+        ] {
+            assert!(!covers_webhook_configurations(resource), "{resource}");
+        }
+    }
+}
