@@ -433,3 +433,72 @@ fn an_unusable_source_date_epoch_exits_2_and_writes_nothing() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("SOURCE_DATE_EPOCH"));
     assert_eq!(std::fs::read_dir(out.path()).expect("readable").count(), 0);
 }
+
+#[test]
+fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
+    let files = plan().render().expect("renders");
+    let read = |path: &str| -> serde_json::Value {
+        let text = files.get(path).unwrap_or_else(|| panic!("{path} is written"));
+        yaml::documents(text).expect("parses").remove(0)
+    };
+    let service = read("config/webhook/service.yaml");
+    let name = service["metadata"]["name"].clone();
+    let namespace = service["metadata"]["namespace"].clone();
+    let default = read("config/default/kustomization.yaml");
+    assert_eq!(default["namespace"], namespace);
+    assert!(default.get("namePrefix").is_none());
+
+    for (path, pointer) in [
+        ("config/webhook/validating.yaml", "/webhooks/0/clientConfig/service"),
+        ("config/webhook/mutating.yaml", "/webhooks/0/clientConfig/service"),
+        (
+            "config/crd/patches/webhook_in_memcacheds.yaml",
+            "/spec/conversion/webhook/clientConfig/service",
+        ),
+    ] {
+        let reference = read(path).pointer(pointer).cloned().expect("a service");
+        assert_eq!(reference["name"], name, "{path}");
+        assert_eq!(reference["namespace"], namespace, "{path}");
+        assert_eq!(reference["port"], 443, "{path}");
+        let routed = reference["path"].as_str().expect("a path");
+        assert!(webhook::by_path(routed).is_some(), "{path}: {routed}");
+    }
+
+    let certificate = read("config/certmanager/certificate.yaml");
+    let dns = format!(
+        "{}.{}.svc",
+        name.as_str().expect("name"),
+        namespace.as_str().expect("namespace")
+    );
+    assert!(
+        certificate["spec"]["dnsNames"]
+            .as_array()
+            .expect("dnsNames")
+            .contains(&serde_json::Value::String(dns))
+    );
+    let injected = format!(
+        "{}/{}",
+        namespace.as_str().expect("namespace"),
+        certificate["metadata"]["name"].as_str().expect("name")
+    );
+    for path in [
+        "config/certmanager/inject_ca_crd.yaml",
+        "config/certmanager/inject_ca_validating.yaml",
+        "config/certmanager/inject_ca_mutating.yaml",
+    ] {
+        assert_eq!(
+            read(path)["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            injected.as_str(),
+            "{path}"
+        );
+    }
+    let patch = read("config/default/manager_webhook_patch.yaml");
+    assert_eq!(
+        patch["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+        certificate["spec"]["secretName"]
+    );
+    assert_eq!(
+        patch["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/tmp/k8s-webhook-server/serving-certs"
+    );
+}
