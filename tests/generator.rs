@@ -438,7 +438,9 @@ fn an_unusable_source_date_epoch_exits_2_and_writes_nothing() {
 fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
     let files = plan().render().expect("renders");
     let read = |path: &str| -> serde_json::Value {
-        let text = files.get(path).unwrap_or_else(|| panic!("{path} is written"));
+        let text = files
+            .get(path)
+            .unwrap_or_else(|| panic!("{path} is written"));
         yaml::documents(text).expect("parses").remove(0)
     };
     let service = read("config/webhook/service.yaml");
@@ -449,8 +451,14 @@ fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
     assert!(default.get("namePrefix").is_none());
 
     for (path, pointer) in [
-        ("config/webhook/validating.yaml", "/webhooks/0/clientConfig/service"),
-        ("config/webhook/mutating.yaml", "/webhooks/0/clientConfig/service"),
+        (
+            "config/webhook/validating.yaml",
+            "/webhooks/0/clientConfig/service",
+        ),
+        (
+            "config/webhook/mutating.yaml",
+            "/webhooks/0/clientConfig/service",
+        ),
         (
             "config/crd/patches/webhook_in_memcacheds.yaml",
             "/spec/conversion/webhook/clientConfig/service",
