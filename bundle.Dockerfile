@@ -8,8 +8,8 @@ LABEL \
       operators.operatorframework.io.bundle.manifests.v1=manifests/ \
       operators.operatorframework.io.bundle.metadata.v1=metadata/ \
       operators.operatorframework.io.bundle.package.v1=memcached-operator \
-      operators.operatorframework.io.bundle.channels.v1=candidate \
-      operators.operatorframework.io.bundle.channel.default.v1=candidate \
+      operators.operatorframework.io.bundle.channels.v1=alpha \
+      operators.operatorframework.io.bundle.channel.default.v1=alpha \
       operators.operatorframework.io.test.mediatype.v1=scorecard+v1 \
       operators.operatorframework.io.test.config.v1=tests/scorecard/ \
       com.redhat.openshift.versions=v4.17
