@@ -510,3 +510,73 @@ fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
         "/tmp/k8s-webhook-server/serving-certs"
     );
 }
+
+#[test]
+fn olm_and_config_install_the_same_webhooks() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use memcached_operator::wiring::{Endpoint, wiring};
+
+    let files = plan().render().expect("renders");
+    let read = |path: &str| -> serde_json::Value {
+        let text = files
+            .get(path)
+            .unwrap_or_else(|| panic!("{path} is written"));
+        yaml::documents(text).expect("parses").remove(0)
+    };
+    let csv = read("bundle/manifests/memcached-operator.clusterserviceversion.yaml");
+    let olm = wiring(&csv, "memcached-operator-system", &Endpoint::Service, b"").expect("wires");
+
+    // Everything but the metadata and the client configuration (a Service OLM names after
+    // the Deployment, here one config/ names itself; both route the same path).
+    let mut validating: ValidatingWebhookConfiguration =
+        serde_json::from_value(read("config/webhook/validating.yaml")).expect("validating");
+    let mut mutating: MutatingWebhookConfiguration =
+        serde_json::from_value(read("config/webhook/mutating.yaml")).expect("mutating");
+    let mut from_olm_validating = olm.validating[0].webhooks.clone().expect("webhooks");
+    let mut from_olm_mutating = olm.mutating[0].webhooks.clone().expect("webhooks");
+    for webhook in validating.webhooks.iter_mut().flatten() {
+        let path = webhook
+            .client_config
+            .service
+            .as_ref()
+            .and_then(|s| s.path.clone());
+        let olm_path = from_olm_validating[0]
+            .client_config
+            .service
+            .as_ref()
+            .and_then(|s| s.path.clone());
+        assert_eq!(path, olm_path);
+        webhook.client_config = Default::default();
+    }
+    for webhook in mutating.webhooks.iter_mut().flatten() {
+        webhook.client_config = Default::default();
+    }
+    for webhook in &mut from_olm_validating {
+        webhook.client_config = Default::default();
+        webhook.namespace_selector = None;
+    }
+    for webhook in &mut from_olm_mutating {
+        webhook.client_config = Default::default();
+        webhook.namespace_selector = None;
+    }
+    assert_eq!(validating.webhooks, Some(from_olm_validating));
+    assert_eq!(mutating.webhooks, Some(from_olm_mutating));
+    assert_eq!(olm.conversions.len(), 1);
+    assert_eq!(olm.conversions[0].0, api::CRD_NAME);
+    let olm_conversion_path = olm.conversions[0]
+        .1
+        .webhook
+        .as_ref()
+        .and_then(|w| w.client_config.as_ref())
+        .and_then(|c| c.service.as_ref())
+        .and_then(|s| s.path.clone());
+    let config_conversion = read("config/crd/patches/webhook_in_memcacheds.yaml");
+    assert_eq!(
+        olm_conversion_path.as_deref(),
+        config_conversion
+            .pointer("/spec/conversion/webhook/clientConfig/service/path")
+            .and_then(serde_json::Value::as_str)
+    );
+}
