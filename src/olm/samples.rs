@@ -13,8 +13,10 @@ use serde_json::Value;
 
 use crate::api::{v1alpha1, v1beta1};
 
-/// The name every example has.
+/// The name of the v1beta1 example.
 pub const NAME: &str = "memcached-sample";
+/// The name of the v1alpha1 example: distinct, so applying both samples creates two objects.
+pub const V1ALPHA1_NAME: &str = "memcached-sample-v1alpha1";
 
 /// The v1beta1 example: three servers of 64 MiB each.
 pub fn v1beta1() -> v1beta1::Memcached {
@@ -52,7 +54,7 @@ pub fn v1beta1() -> v1beta1::Memcached {
 /// The v1alpha1 example, in the deprecated shape.
 pub fn v1alpha1() -> v1alpha1::Memcached {
     v1alpha1::Memcached::new(
-        NAME,
+        V1ALPHA1_NAME,
         v1alpha1::MemcachedSpec {
             size: Some(3),
             container_port: Some(11211),
