@@ -1,6 +1,8 @@
 //! memcached-operator: runs memcached on Kubernetes, with admission and conversion webhooks,
 //! and writes its own OLM bundle.
 
+pub mod admission;
 pub mod api;
 pub mod operator;
+pub mod telemetry;
 pub mod webhook;

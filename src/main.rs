@@ -1,1 +1,84 @@
-fn main() {}
+//! Runs memcached-operator: parses the command line, sets up logging and the TLS crypto
+//! provider once for the whole process, runs the chosen subcommand and maps its outcome to an
+//! exit code.
+//!
+//! Each subcommand's flags live in the module that implements it; this file only wires them.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use memcached_operator::{telemetry, webhook};
+
+/// Exit code of a subcommand that failed.
+const EXIT_FAILURE: u8 = 1;
+/// Exit code when logging cannot be set up (clap uses 2 for usage errors too).
+const EXIT_USAGE: u8 = 2;
+
+/// Runs memcached on Kubernetes, with admission and conversion webhooks, packaged for OLM.
+#[derive(Parser, Debug)]
+#[command(name = "memcached-operator", version, about)]
+struct Cli {
+    #[command(flatten)]
+    log: telemetry::LogArgs,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serves the admission and conversion webhooks over TLS, with probes and metrics.
+    Webhooks(webhook::server::WebhooksArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(error) = telemetry::init_logging(&cli.log) {
+        eprintln!("memcached-operator: {error}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "exiting");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    // kube and the webhook server both use rustls with ring: install it once, for everyone.
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        tracing::debug!("a rustls crypto provider was already installed");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    match command {
+        Command::Webhooks(args) => runtime.block_on(async {
+            let shutdown = shutdown_signal().context("cannot listen for SIGTERM")?;
+            webhook::server::serve(args, shutdown)
+                .await
+                .context("webhook server")
+        }),
+    }
+}
+
+/// Completes on the first SIGTERM or SIGINT.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "received a shutdown signal");
+    })
+}
