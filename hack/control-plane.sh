@@ -173,7 +173,8 @@ EOF
 launch() {
   local name="$1"
   shift
-  setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 &
+  # 8>&-: the daemon must not hold the state lock (see the end of this file).
+  setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 8>&- &
   echo "$!" >"$RUN/$name.pid"
 }
 
@@ -214,8 +215,11 @@ start() {
     pid="$(pid_of "$name")"
     [[ -z "$pid" ]] || running+=("$name")
   done
-  if ((${#running[@]} == ${#COMPONENTS[@]})) && is_ready; then
+  if ((${#running[@]} == ${#COMPONENTS[@]})); then
     log "already running: kube-apiserver $(<"$STATE/apiserver-url")"
+    SECONDS=0
+    DEADLINE=$TIMEOUT
+    wait_for "kube-apiserver /readyz" is_ready
     print_env
     return 0
   fi
@@ -368,11 +372,25 @@ status() {
 
 print_env() { printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"; }
 
+# start and stop hold a lock on the state directory, so that concurrent callers (say, two
+# test binaries) take turns: the second start finds the control plane running.
+lock_state() {
+  mkdir -p "$STATE"
+  exec 8>"$STATE/.lock"
+  if ! flock -n 8; then
+    log "waiting for another hack/control-plane.sh start/stop to finish..."
+    flock 8
+  fi
+}
+
+# The whole dispatch is one compound command ending in exit, so that bash never reads
+# this file past it (safe against the file changing while a start runs).
 case "${1:-}" in
-  start) start ;;
-  stop) stop ;;
+  start) lock_state && start ;;
+  stop) lock_state && stop ;;
   status) status ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
   *) die "usage: $0 start|stop|status|env (try --help)" ;;
 esac
+exit

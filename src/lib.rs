@@ -6,3 +6,6 @@ pub mod api;
 pub mod operator;
 pub mod telemetry;
 pub mod webhook;
+
+#[cfg(test)]
+mod fixtures;

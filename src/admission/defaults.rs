@@ -1,38 +1,206 @@
-//! Fills in the defaults of a Memcached spec (placeholder, replaced by main).
+//! Fills in every field of a Memcached spec the user left out.
+//!
+//! Defaulting is idempotent: a spec that went through it once comes out of a second pass
+//! unchanged, so the mutating webhook then returns no patch at all. It never overrides a
+//! value the user gave, including an explicitly empty `resources`.
 
-use crate::api::v1beta1;
-use crate::operator;
+use std::collections::BTreeMap;
 
-/// Values defaulting needs from the environment, read once at start-up.
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::api::v1beta1::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_THREADS, DEFAULT_VERBOSITY,
+    MemcachedConfig, MemcachedSpec, PodDisruptionBudgetSpec, ServiceSpec,
+};
+use crate::operator::{DEFAULT_MEMCACHED_IMAGE, RELATED_IMAGE_ENV};
+
+/// The smallest headroom, in MiB, added to the item memory for connection buffers, the hash
+/// table and the process itself.
+pub const MIN_HEADROOM_MB: i64 = 32;
+/// The CPU a memcached container requests when resources are derived.
+pub const DEFAULT_CPU_REQUEST: &str = "100m";
+
+/// What defaulting needs from outside the object: read once at start-up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Defaults {
-    /// The memcached image a spec without one gets.
+    /// The memcached image for specs that name none.
     pub image: String,
 }
 
 impl Defaults {
-    /// Reads `RELATED_IMAGE_MEMCACHED`, falling back to the pinned default image.
+    /// Reads `RELATED_IMAGE_MEMCACHED`; falls back to the pinned memcached 1.6 image when it is
+    /// unset or blank.
     pub fn from_env() -> Self {
-        let image = std::env::var(operator::RELATED_IMAGE_ENV)
-            .ok()
+        Self::with_related_image(std::env::var(RELATED_IMAGE_ENV).ok())
+    }
+
+    /// Uses the given related image, or the pinned one when it is absent or blank.
+    pub fn with_related_image(related_image: Option<String>) -> Self {
+        let image = related_image
+            .map(|image| image.trim().to_string())
             .filter(|image| !image.is_empty())
-            .unwrap_or_else(|| operator::DEFAULT_MEMCACHED_IMAGE.to_string());
-        Defaults { image }
+            .unwrap_or_else(|| DEFAULT_MEMCACHED_IMAGE.to_string());
+        Self { image }
     }
 }
 
-/// Returns the spec with every unset field defaulted.
-pub fn default_spec(spec: &v1beta1::MemcachedSpec, defaults: &Defaults) -> v1beta1::MemcachedSpec {
+impl Default for Defaults {
+    fn default() -> Self {
+        Self::with_related_image(None)
+    }
+}
+
+/// Returns `spec` with every field the user left out filled in.
+pub fn default_spec(spec: &MemcachedSpec, defaults: &Defaults) -> MemcachedSpec {
     let mut spec = spec.clone();
-    spec.replicas.get_or_insert(v1beta1::DEFAULT_REPLICAS);
+    spec.replicas.get_or_insert(DEFAULT_REPLICAS);
     spec.image.get_or_insert_with(|| defaults.image.clone());
-    let memcached = spec.memcached.get_or_insert_with(Default::default);
-    memcached
+
+    let memcached = spec.memcached.get_or_insert_with(MemcachedConfig::default);
+    let memory_mb = *memcached
         .memory_limit_mb
-        .get_or_insert(v1beta1::DEFAULT_MEMORY_LIMIT_MB);
+        .get_or_insert(DEFAULT_MEMORY_LIMIT_MB);
     memcached
         .max_connections
-        .get_or_insert(v1beta1::DEFAULT_MAX_CONNECTIONS);
-    memcached.threads.get_or_insert(v1beta1::DEFAULT_THREADS);
+        .get_or_insert(DEFAULT_MAX_CONNECTIONS);
+    memcached.threads.get_or_insert(DEFAULT_THREADS);
+    memcached
+        .max_item_size
+        .get_or_insert_with(|| DEFAULT_MAX_ITEM_SIZE.to_string());
+    memcached.verbosity.get_or_insert(DEFAULT_VERBOSITY);
+
+    spec.resources
+        .get_or_insert_with(|| derived_resources(memory_mb));
+    spec.service
+        .get_or_insert_with(ServiceSpec::default)
+        .port
+        .get_or_insert(DEFAULT_PORT);
+    spec.pod_disruption_budget
+        .get_or_insert_with(PodDisruptionBudgetSpec::default)
+        .max_unavailable
+        .get_or_insert(IntOrString::Int(DEFAULT_MAX_UNAVAILABLE));
     spec
+}
+
+/// The container memory for an item memory: the item memory plus a quarter, and at least
+/// [`MIN_HEADROOM_MB`] more.
+pub fn container_memory_mb(memory_limit_mb: i32) -> i64 {
+    let memory = i64::from(memory_limit_mb);
+    memory + (memory / 4).max(MIN_HEADROOM_MB)
+}
+
+/// Resources derived from the item memory: memory requested and limited alike (so the pod is
+/// never the first to be evicted for memory), and a small CPU request.
+pub fn derived_resources(memory_limit_mb: i32) -> ResourceRequirements {
+    let memory = Quantity(format!("{}Mi", container_memory_mb(memory_limit_mb)));
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_string(), Quantity(DEFAULT_CPU_REQUEST.to_string())),
+            ("memory".to_string(), memory.clone()),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_string(), memory)])),
+        ..ResourceRequirements::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> Defaults {
+        Defaults::with_related_image(Some("registry.example.com/memcached:1.6.39".into()))
+    }
+
+    #[test]
+    fn an_empty_spec_gets_every_default() {
+        let spec = default_spec(&MemcachedSpec::default(), &defaults());
+        assert_eq!(spec.replicas, Some(1));
+        assert_eq!(
+            spec.image.as_deref(),
+            Some("registry.example.com/memcached:1.6.39")
+        );
+        let memcached = spec.memcached.as_ref().expect("memcached settings");
+        assert_eq!(memcached.memory_limit_mb, Some(64));
+        assert_eq!(memcached.max_connections, Some(1024));
+        assert_eq!(memcached.threads, Some(4));
+        assert_eq!(memcached.max_item_size.as_deref(), Some("1m"));
+        assert_eq!(memcached.verbosity, Some(0));
+        assert_eq!(memcached.extra_args, None);
+        assert_eq!(spec.service.and_then(|s| s.port), Some(11211));
+        assert_eq!(
+            spec.pod_disruption_budget.and_then(|p| p.max_unavailable),
+            Some(IntOrString::Int(1))
+        );
+        let resources = spec.resources.expect("resources");
+        let limit = resources.limits.and_then(|l| l.get("memory").cloned());
+        assert_eq!(limit, Some(Quantity("96Mi".into())));
+    }
+
+    #[test]
+    fn defaulting_twice_changes_nothing() {
+        let once = default_spec(&MemcachedSpec::default(), &defaults());
+        assert_eq!(default_spec(&once, &defaults()), once);
+    }
+
+    #[test]
+    fn given_values_are_kept() {
+        let spec = MemcachedSpec {
+            replicas: Some(0),
+            image: Some("memcached:1.6.30".into()),
+            memcached: Some(MemcachedConfig {
+                memory_limit_mb: Some(1024),
+                verbosity: Some(2),
+                ..MemcachedConfig::default()
+            }),
+            resources: Some(ResourceRequirements::default()),
+            service: Some(ServiceSpec { port: Some(12345) }),
+            ..MemcachedSpec::default()
+        };
+        let defaulted = default_spec(&spec, &defaults());
+        assert_eq!(defaulted.replicas, Some(0));
+        assert_eq!(defaulted.image.as_deref(), Some("memcached:1.6.30"));
+        assert_eq!(
+            defaulted.memcached.as_ref().and_then(|m| m.memory_limit_mb),
+            Some(1024)
+        );
+        assert_eq!(
+            defaulted.memcached.as_ref().and_then(|m| m.verbosity),
+            Some(2)
+        );
+        assert_eq!(defaulted.resources, Some(ResourceRequirements::default()));
+        assert_eq!(defaulted.service.and_then(|s| s.port), Some(12345));
+    }
+
+    #[test]
+    fn derived_memory_grows_with_the_item_memory() {
+        assert_eq!(container_memory_mb(64), 96);
+        assert_eq!(container_memory_mb(1024), 1280);
+        let spec = MemcachedSpec {
+            memcached: Some(MemcachedConfig {
+                memory_limit_mb: Some(1024),
+                ..MemcachedConfig::default()
+            }),
+            ..MemcachedSpec::default()
+        };
+        let resources = default_spec(&spec, &defaults())
+            .resources
+            .expect("resources");
+        let request = resources.requests.and_then(|r| r.get("memory").cloned());
+        assert_eq!(request, Some(Quantity("1280Mi".into())));
+    }
+
+    #[test]
+    fn a_blank_related_image_falls_back_to_the_pinned_image() {
+        assert_eq!(
+            Defaults::with_related_image(Some("  ".into())).image,
+            DEFAULT_MEMCACHED_IMAGE
+        );
+        assert_eq!(
+            Defaults::with_related_image(None).image,
+            DEFAULT_MEMCACHED_IMAGE
+        );
+    }
 }

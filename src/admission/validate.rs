@@ -1,14 +1,79 @@
-//! Validates Memcached objects on create, update and delete (placeholder, replaced by main).
+//! Decides whether a Memcached may be created, updated or deleted, and what to warn about.
+//!
+//! Every rule that CEL can express is also in the CRD (`api::cel`), so the API server holds
+//! the line without the webhook; here the same rules get messages that name the field, the
+//! value and the reason, and the rules CEL cannot express join them: metadata (deletion
+//! protection, the reserved conversion annotation), cross-field requests against limits, and
+//! warnings. Objects that are being deleted are never blocked, so finalizers can be removed.
 
 use std::fmt;
+use std::str::FromStr;
 
-use crate::api::{self, v1beta1};
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use oci_spec::distribution::Reference;
 
-/// Why an object is refused.
+use crate::api::convert::STASH_ANNOTATION;
+use crate::api::memcached_flags::managed_flags;
+use crate::api::sizes::{MIB, parse_item_size, parse_quantity, parse_quantity_millis};
+use crate::api::v1beta1::{
+    DEFAULT_MEMORY_LIMIT_MB, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES, Memcached, MemcachedSpec,
+};
+use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
+
+/// Warnings returned to the client with an admitted request.
+pub type Warnings = Vec<String>;
+
+/// The longest name a Memcached may have: its StatefulSet's pods carry a
+/// `controller-revision-hash` label of `<name>-<10 characters>`, and labels stop at 63.
+pub const MAX_NAME_LENGTH: usize = 52;
+
+/// One broken rule: the field and what is wrong with its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The field path, e.g. `spec.memcached.maxItemSize`.
+    pub field: String,
+    /// The value and the reason, e.g. `64m exceeds half of memoryLimitMB (64 MiB)`.
+    pub message: String,
+}
+
+impl Violation {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// A refused request: every rule it breaks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Denial {
-    /// What is wrong, naming the field and value.
+    /// The whole message, as the client sees it.
     pub message: String,
+    /// The broken rules, one per field.
+    pub violations: Vec<Violation>,
+}
+
+impl Denial {
+    fn from_violations(violations: Vec<Violation>) -> Self {
+        let message = violations
+            .iter()
+            .map(Violation::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        Self {
+            message,
+            violations,
+        }
+    }
 }
 
 impl fmt::Display for Denial {
@@ -17,58 +82,826 @@ impl fmt::Display for Denial {
     }
 }
 
-/// Messages for the client about an admitted object.
-pub type Warnings = Vec<String>;
+impl std::error::Error for Denial {}
 
-/// Validates a new object.
-pub fn validate_create(new: &v1beta1::Memcached) -> Result<Warnings, Denial> {
-    validate_spec(&new.spec)
+/// Admits or refuses a new Memcached.
+pub fn validate_create(new: &Memcached) -> Result<Warnings, Denial> {
+    check_object(new)
 }
 
-/// Validates an update; never blocks an object that is being deleted.
-pub fn validate_update(
-    _old: &v1beta1::Memcached,
-    new: &v1beta1::Memcached,
-) -> Result<Warnings, Denial> {
-    if new.metadata.deletion_timestamp.is_some() {
-        return Ok(Vec::new());
+/// Admits or refuses a change to a Memcached. A change to an object that is being deleted is
+/// always admitted: blocking it would keep finalizers from being removed.
+pub fn validate_update(old: &Memcached, new: &Memcached) -> Result<Warnings, Denial> {
+    if new.metadata.deletion_timestamp.is_some() || old.metadata.deletion_timestamp.is_some() {
+        return Ok(Warnings::new());
     }
-    validate_spec(&new.spec)
-}
-
-/// Validates a deletion: refused while deletion protection is on.
-pub fn validate_delete(old: &v1beta1::Memcached) -> Result<Warnings, Denial> {
-    let protected = old
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(api::DELETION_PROTECTION_ANNOTATION))
-        .is_some_and(|v| v == "true");
-    if protected {
-        return Err(Denial {
-            message: format!(
-                "metadata.annotations[{}]: deletion protection is on",
-                api::DELETION_PROTECTION_ANNOTATION
-            ),
-        });
-    }
-    Ok(Vec::new())
-}
-
-fn validate_spec(spec: &v1beta1::MemcachedSpec) -> Result<Warnings, Denial> {
-    if let Some(replicas) = spec.replicas
-        && replicas > v1beta1::MAX_REPLICAS
-    {
-        return Err(Denial {
-            message: format!(
-                "spec.replicas: {replicas} exceeds {}",
-                v1beta1::MAX_REPLICAS
-            ),
-        });
-    }
-    let mut warnings = Vec::new();
-    if spec.replicas == Some(1) {
-        warnings.push("spec.replicas: 1 server has no redundancy".to_string());
+    let mut warnings = check_object(new)?;
+    let before = old.spec.replicas.unwrap_or(0);
+    let after = new.spec.replicas.unwrap_or(0);
+    if before - after > before / 2 {
+        warnings.push(format!(
+            "spec.replicas: scaling from {before} to {after} removes more than half of the \
+             memcached servers; their cached items are lost and clients will see misses"
+        ));
     }
     Ok(warnings)
+}
+
+/// Admits or refuses deleting a Memcached: refused while it carries
+/// `cache.f2367556.dev/deletion-protection: "true"`.
+pub fn validate_delete(old: &Memcached) -> Result<Warnings, Denial> {
+    let protected = old
+        .annotations()
+        .get(DELETION_PROTECTION_ANNOTATION)
+        .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+    if !protected {
+        return Ok(Warnings::new());
+    }
+    let name = old.name_any();
+    let namespace = old.namespace().unwrap_or_default();
+    Err(Denial::from_violations(vec![Violation::new(
+        format!("metadata.annotations[{DELETION_PROTECTION_ANNOTATION}]"),
+        format!(
+            "Memcached {namespace}/{name} is protected from deletion; lift the protection \
+             first with: kubectl annotate {PLURAL} {name} -n {namespace} \
+             {DELETION_PROTECTION_ANNOTATION}-"
+        ),
+    )]))
+}
+
+/// Checks a whole object: its name, its metadata and its spec.
+fn check_object(object: &Memcached) -> Result<Warnings, Denial> {
+    let mut violations = Vec::new();
+    let mut warnings = Warnings::new();
+    check_name(&object.name_any(), &mut violations);
+    if object.annotations().contains_key(STASH_ANNOTATION) {
+        violations.push(Violation::new(
+            format!("metadata.annotations[{STASH_ANNOTATION}]"),
+            "is reserved for converting v1beta1 objects to v1alpha1; remove it",
+        ));
+    }
+    check_spec(&object.spec, &mut violations, &mut warnings);
+    if violations.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(Denial::from_violations(violations))
+    }
+}
+
+/// Checks a spec, with defaults assumed for what it leaves out. Exposed for the controller,
+/// which validates specs when the webhooks are not installed.
+pub fn validate_spec(spec: &MemcachedSpec) -> Result<Warnings, Denial> {
+    let mut violations = Vec::new();
+    let mut warnings = Warnings::new();
+    check_spec(spec, &mut violations, &mut warnings);
+    if violations.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(Denial::from_violations(violations))
+    }
+}
+
+fn check_name(name: &str, violations: &mut Vec<Violation>) {
+    // generateName objects have no name yet when the webhook sees them.
+    if name.is_empty() {
+        return;
+    }
+    let label_like = name.len() <= MAX_NAME_LENGTH
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !label_like {
+        violations.push(Violation::new(
+            "metadata.name",
+            format!(
+                "{name:?} must be a DNS-1035 label of at most {MAX_NAME_LENGTH} characters \
+                 (lowercase letters, digits and '-', starting with a letter), because it names \
+                 the Service and the StatefulSet's pods"
+            ),
+        ));
+    }
+}
+
+fn check_spec(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &mut Warnings) {
+    if let Some(replicas) = spec.replicas
+        && !(0..=MAX_REPLICAS).contains(&replicas)
+    {
+        violations.push(Violation::new(
+            "spec.replicas",
+            format!("{replicas} is outside 0 to {MAX_REPLICAS}"),
+        ));
+    }
+    if let Some(image) = &spec.image {
+        check_image(image, violations, warnings);
+    }
+    check_memcached(spec, violations, warnings);
+    if let Some(resources) = &spec.resources {
+        check_resources(resources, violations);
+    }
+    if let Some(port) = spec.service.as_ref().and_then(|s| s.port)
+        && !(1..=65535).contains(&port)
+    {
+        violations.push(Violation::new(
+            "spec.service.port",
+            format!("{port} is not a port (1 to 65535)"),
+        ));
+    }
+    if let Some(max) = spec
+        .pod_disruption_budget
+        .as_ref()
+        .and_then(|p| p.max_unavailable.as_ref())
+    {
+        check_max_unavailable(max, violations);
+    }
+}
+
+fn check_image(image: &str, violations: &mut Vec<Violation>, warnings: &mut Warnings) {
+    let parsed = if image.len() > 512 || image.trim() != image {
+        None
+    } else {
+        Reference::from_str(image).ok()
+    };
+    let Some(reference) = parsed else {
+        violations.push(Violation::new(
+            "spec.image",
+            format!("{image:?} is not a valid OCI image reference ([registry/]repository[:tag][@digest], lowercase repository)"),
+        ));
+        return;
+    };
+    let tagged_latest = reference.tag() == Some("latest");
+    let untagged = reference.digest().is_none() && !image_names_a_tag(image);
+    if reference.digest().is_none() && (tagged_latest || untagged) {
+        warnings.push(format!(
+            "spec.image: {image:?} uses the latest tag; pin a version or a digest so every \
+             memcached server runs the same build"
+        ));
+    }
+}
+
+/// Whether the reference as written names a tag (`name:tag`), as opposed to a registry port.
+fn image_names_a_tag(image: &str) -> bool {
+    let name = image.split('@').next().unwrap_or(image);
+    let last_component = name.rsplit('/').next().unwrap_or(name);
+    last_component.contains(':')
+}
+
+fn check_memcached(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &mut Warnings) {
+    let Some(memcached) = &spec.memcached else {
+        return;
+    };
+    let memory_mb = memcached.memory_limit_mb.unwrap_or(DEFAULT_MEMORY_LIMIT_MB);
+    if !(1..=1_048_576).contains(&memory_mb) {
+        violations.push(Violation::new(
+            "spec.memcached.memoryLimitMB",
+            format!("{memory_mb} is outside 1 to 1048576"),
+        ));
+    }
+    if let Some(limit) = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        && let Some(limit_bytes) = parse_quantity(&limit.0)
+    {
+        let needed = u128::try_from(memory_mb.max(0)).unwrap_or(0) * u128::from(MIB);
+        if needed > limit_bytes {
+            violations.push(Violation::new(
+                "spec.memcached.memoryLimitMB",
+                format!(
+                    "{memory_mb} MiB does not fit inside resources.limits.memory ({}); raise \
+                     the limit or lower the item memory",
+                    limit.0
+                ),
+            ));
+        }
+    }
+    if let Some(connections) = memcached.max_connections
+        && !(1..=1_048_576).contains(&connections)
+    {
+        violations.push(Violation::new(
+            "spec.memcached.maxConnections",
+            format!("{connections} is outside 1 to 1048576"),
+        ));
+    }
+    if let Some(threads) = memcached.threads
+        && !(1..=256).contains(&threads)
+    {
+        violations.push(Violation::new(
+            "spec.memcached.threads",
+            format!("{threads} is outside 1 to 256"),
+        ));
+    }
+    if let Some(size) = &memcached.max_item_size {
+        check_item_size(size, memory_mb, violations);
+    }
+    match memcached.verbosity {
+        Some(2) => warnings.push(
+            "spec.memcached.verbosity: 2 logs every client command and response; expect heavy \
+             logs and slower servers"
+                .to_string(),
+        ),
+        Some(verbosity) if !(0..=2).contains(&verbosity) => violations.push(Violation::new(
+            "spec.memcached.verbosity",
+            format!("{verbosity} is outside 0 to 2"),
+        )),
+        _ => {}
+    }
+    if let Some(args) = &memcached.extra_args {
+        check_extra_args(args, violations);
+    }
+}
+
+fn check_item_size(size: &str, memory_mb: i32, violations: &mut Vec<Violation>) {
+    const FIELD: &str = "spec.memcached.maxItemSize";
+    let Some(bytes) = (size.len() <= 10).then(|| parse_item_size(size)).flatten() else {
+        violations.push(Violation::new(
+            FIELD,
+            format!("{size:?} is not a size in memcached's notation (bytes, or a number followed by k or m)"),
+        ));
+        return;
+    };
+    let half_memory = u64::try_from(memory_mb.max(0)).unwrap_or(0) * MIB / 2;
+    if bytes < MIN_ITEM_SIZE_BYTES {
+        violations.push(Violation::new(
+            FIELD,
+            format!("{size} is below memcached's minimum item size (1k)"),
+        ));
+    } else if bytes > half_memory {
+        violations.push(Violation::new(
+            FIELD,
+            format!(
+                "{size} exceeds half of spec.memcached.memoryLimitMB ({memory_mb} MiB); \
+                 memcached refuses items larger than half its memory"
+            ),
+        ));
+    }
+}
+
+fn check_extra_args(args: &[String], violations: &mut Vec<Violation>) {
+    const FIELD: &str = "spec.memcached.extraArgs";
+    if args.len() > 64 {
+        violations.push(Violation::new(
+            FIELD,
+            format!("{} arguments exceed the limit of 64", args.len()),
+        ));
+    }
+    for (index, arg) in args.iter().enumerate().filter(|(_, a)| a.len() > 256) {
+        violations.push(Violation::new(
+            format!("{FIELD}[{index}]"),
+            format!("{} characters exceed the limit of 256", arg.len()),
+        ));
+    }
+    for flag in managed_flags(args) {
+        violations.push(Violation::new(
+            format!("{FIELD}[{}]", flag.index),
+            format!(
+                "{:?} sets {}, which the operator manages; set {} instead",
+                flag.arg, flag.option, flag.managed_by
+            ),
+        ));
+    }
+}
+
+fn check_resources(resources: &ResourceRequirements, violations: &mut Vec<Violation>) {
+    let mut parsed = |kind: &str, name: &str, value: &str| {
+        let millis = parse_quantity_millis(value);
+        if millis.is_none() {
+            violations.push(Violation::new(
+                format!("spec.resources.{kind}.{name}"),
+                format!("{value:?} is not a quantity"),
+            ));
+        }
+        millis
+    };
+    let requests: Vec<_> = resources
+        .requests
+        .iter()
+        .flatten()
+        .map(|(name, q)| (name.clone(), q.0.clone(), parsed("requests", name, &q.0)))
+        .collect();
+    let limits: Vec<_> = resources
+        .limits
+        .iter()
+        .flatten()
+        .map(|(name, q)| (name.clone(), q.0.clone(), parsed("limits", name, &q.0)))
+        .collect();
+    for (name, request, request_millis) in &requests {
+        let limit = limits.iter().find(|(limit_name, _, _)| limit_name == name);
+        if let (Some(request_millis), Some((_, limit, Some(limit_millis)))) =
+            (request_millis, limit)
+            && request_millis > limit_millis
+        {
+            violations.push(Violation::new(
+                format!("spec.resources.requests.{name}"),
+                format!("{request} exceeds resources.limits.{name} ({limit})"),
+            ));
+        }
+    }
+}
+
+fn check_max_unavailable(max: &IntOrString, violations: &mut Vec<Violation>) {
+    const FIELD: &str = "spec.podDisruptionBudget.maxUnavailable";
+    match max {
+        IntOrString::Int(count) if *count < 0 => violations.push(Violation::new(
+            FIELD,
+            format!("{count} is negative; give a number of pods (0 or more) or a percentage"),
+        )),
+        IntOrString::String(text) => {
+            let percent = text
+                .strip_suffix('%')
+                .filter(|digits| !digits.is_empty() && digits.len() <= 3)
+                .filter(|digits| digits.len() == 1 || !digits.starts_with('0'))
+                .filter(|digits| digits.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|digits| digits.parse::<u32>().ok())
+                .filter(|percent| *percent <= 100);
+            if percent.is_none() {
+                violations.push(Violation::new(
+                    FIELD,
+                    format!("{text:?} is neither a number of pods nor a percentage (0% to 100%)"),
+                ));
+            }
+        }
+        IntOrString::Int(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::admission::defaults::{Defaults, default_spec};
+    use crate::api::v1beta1::{MemcachedConfig, PodDisruptionBudgetSpec, ServiceSpec};
+    use crate::fixtures::memcached;
+
+    /// A valid, fully defaulted object to break one field at a time.
+    fn valid() -> Memcached {
+        memcached(
+            "cache",
+            default_spec(&MemcachedSpec::default(), &Defaults::default()),
+        )
+    }
+
+    fn with(edit: impl FnOnce(&mut MemcachedSpec)) -> Memcached {
+        let mut object = valid();
+        edit(&mut object.spec);
+        object
+    }
+
+    fn config(object: &mut MemcachedSpec) -> &mut MemcachedConfig {
+        object.memcached.get_or_insert_with(Default::default)
+    }
+
+    fn memory_limit(spec: &mut MemcachedSpec, limit: &str) {
+        spec.resources
+            .get_or_insert_with(Default::default)
+            .limits
+            .get_or_insert_with(BTreeMap::new)
+            .insert("memory".into(), Quantity(limit.into()));
+    }
+
+    fn args(list: &[&str]) -> Option<Vec<String>> {
+        Some(list.iter().map(|a| a.to_string()).collect())
+    }
+
+    /// Whether the CRD's CEL rules admit the object, as the API server would evaluate them.
+    fn cel_admits(object: &Memcached) -> bool {
+        object.validate_cel().is_ok()
+    }
+
+    /// Invalid objects, the field each must be refused on, and whether CEL catches it too.
+    fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
+        vec![
+            (
+                "item size above half the memory",
+                with(|s| config(s).max_item_size = Some("33m".into())),
+                "spec.memcached.maxItemSize",
+                true,
+            ),
+            (
+                "item size below 1k",
+                with(|s| config(s).max_item_size = Some("1000".into())),
+                "spec.memcached.maxItemSize",
+                true,
+            ),
+            (
+                "item size in kilobytes above half",
+                with(|s| {
+                    config(s).memory_limit_mb = Some(1);
+                    config(s).max_item_size = Some("513k".into());
+                }),
+                "spec.memcached.maxItemSize",
+                true,
+            ),
+            (
+                "item size not memcached notation",
+                with(|s| config(s).max_item_size = Some("1mb".into())),
+                "spec.memcached.maxItemSize",
+                false,
+            ),
+            (
+                "memory above the container limit",
+                with(|s| {
+                    config(s).memory_limit_mb = Some(1024);
+                    memory_limit(s, "512Mi");
+                }),
+                "spec.memcached.memoryLimitMB",
+                true,
+            ),
+            (
+                "memory above a decimal limit",
+                with(|s| {
+                    config(s).memory_limit_mb = Some(1000);
+                    memory_limit(s, "1G");
+                }),
+                "spec.memcached.memoryLimitMB",
+                true,
+            ),
+            (
+                "managed flag -m",
+                with(|s| config(s).extra_args = args(&["-m", "128"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag bundled",
+                with(|s| config(s).extra_args = args(&["-M", "-dvm64"])),
+                "spec.memcached.extraArgs[1]",
+                true,
+            ),
+            (
+                "managed flag abbreviated",
+                with(|s| config(s).extra_args = args(&["--conn=10"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag --port",
+                with(|s| config(s).extra_args = args(&["--port=1"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag udp",
+                with(|s| config(s).extra_args = args(&["-U", "11211"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag listen",
+                with(|s| config(s).extra_args = args(&["--listen", "127.0.0.1"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag item size",
+                with(|s| config(s).extra_args = args(&["-I2m"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag threads",
+                with(|s| config(s).extra_args = args(&["--threads=8"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "managed flag verbosity",
+                with(|s| config(s).extra_args = args(&["-vv"])),
+                "spec.memcached.extraArgs[0]",
+                true,
+            ),
+            (
+                "bad image",
+                with(|s| s.image = Some("Memcached:1.6".into())),
+                "spec.image",
+                false,
+            ),
+            (
+                "image with spaces",
+                with(|s| s.image = Some("memcached :1.6".into())),
+                "spec.image",
+                false,
+            ),
+            (
+                "negative max unavailable",
+                with(|s| {
+                    s.pod_disruption_budget = Some(PodDisruptionBudgetSpec {
+                        max_unavailable: Some(IntOrString::Int(-1)),
+                    })
+                }),
+                "spec.podDisruptionBudget.maxUnavailable",
+                true,
+            ),
+            (
+                "max unavailable above 100%",
+                with(|s| {
+                    s.pod_disruption_budget = Some(PodDisruptionBudgetSpec {
+                        max_unavailable: Some(IntOrString::String("101%".into())),
+                    })
+                }),
+                "spec.podDisruptionBudget.maxUnavailable",
+                true,
+            ),
+            (
+                "max unavailable a word",
+                with(|s| {
+                    s.pod_disruption_budget = Some(PodDisruptionBudgetSpec {
+                        max_unavailable: Some(IntOrString::String("one".into())),
+                    })
+                }),
+                "spec.podDisruptionBudget.maxUnavailable",
+                true,
+            ),
+            (
+                "too many replicas",
+                with(|s| s.replicas = Some(65)),
+                "spec.replicas",
+                false,
+            ),
+            (
+                "port zero",
+                with(|s| s.service = Some(ServiceSpec { port: Some(0) })),
+                "spec.service.port",
+                false,
+            ),
+            (
+                "verbosity 3",
+                with(|s| config(s).verbosity = Some(3)),
+                "spec.memcached.verbosity",
+                false,
+            ),
+            (
+                "request above limit",
+                with(|s| {
+                    s.resources.get_or_insert_with(Default::default).requests =
+                        Some(BTreeMap::from([("cpu".into(), Quantity("2".into()))]));
+                    s.resources.get_or_insert_with(Default::default).limits =
+                        Some(BTreeMap::from([("cpu".into(), Quantity("500m".into()))]));
+                }),
+                "spec.resources.requests.cpu",
+                false,
+            ),
+            (
+                "unparsable quantity",
+                with(|s| memory_limit(s, "lots")),
+                "spec.resources.limits.memory",
+                true,
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_defaulted_object_is_valid_for_the_webhook_and_for_cel() {
+        assert_eq!(validate_create(&valid()), Ok(vec![]));
+        assert!(cel_admits(&valid()), "{:?}", valid().validate_cel());
+    }
+
+    #[test]
+    fn every_invalid_case_is_refused_naming_its_field() {
+        for (case, object, field, _) in invalid_cases() {
+            let denial = validate_create(&object).expect_err(case);
+            assert!(
+                denial.violations.iter().any(|v| v.field == field),
+                "{case}: expected a violation on {field}, got {denial}"
+            );
+        }
+    }
+
+    #[test]
+    fn cel_refuses_what_it_can_express_exactly_like_the_webhook() {
+        for (case, object, _, cel_catches) in invalid_cases() {
+            assert_eq!(
+                !cel_admits(&object),
+                cel_catches,
+                "{case}: CEL disagrees ({:?})",
+                object.validate_cel()
+            );
+        }
+    }
+
+    #[test]
+    fn item_sizes_on_the_boundaries_are_admitted_by_both() {
+        for (memory, size) in [
+            (64, "32m"),
+            (64, "1k"),
+            (64, "1024"),
+            (1, "512k"),
+            (2048, "1024m"),
+        ] {
+            let object = with(|s| {
+                config(s).memory_limit_mb = Some(memory);
+                config(s).max_item_size = Some(size.into());
+                s.resources = None;
+            });
+            assert!(
+                validate_create(&object).is_ok(),
+                "{memory} {size}: {:?}",
+                validate_create(&object)
+            );
+            assert!(
+                cel_admits(&object),
+                "{memory} {size}: {:?}",
+                object.validate_cel()
+            );
+        }
+    }
+
+    #[test]
+    fn a_memory_limit_that_fits_exactly_is_admitted_by_both() {
+        let object = with(|s| {
+            config(s).memory_limit_mb = Some(1024);
+            memory_limit(s, "1Gi");
+        });
+        assert!(validate_create(&object).is_ok());
+        assert!(cel_admits(&object), "{:?}", object.validate_cel());
+    }
+
+    #[test]
+    fn flags_the_operator_leaves_alone_are_admitted_by_both() {
+        let object = with(|s| {
+            config(s).extra_args =
+                args(&["-M", "-o", "modern", "--listen-backlog=2048", "-B", "ascii"])
+        });
+        assert!(
+            validate_create(&object).is_ok(),
+            "{:?}",
+            validate_create(&object)
+        );
+        assert!(cel_admits(&object), "{:?}", object.validate_cel());
+    }
+
+    #[test]
+    fn messages_name_the_field_the_value_and_the_reason() {
+        let object = with(|s| config(s).max_item_size = Some("33m".into()));
+        assert_eq!(
+            validate_create(&object).map_err(|d| d.message),
+            Err(
+                "spec.memcached.maxItemSize: 33m exceeds half of spec.memcached.memoryLimitMB \
+                 (64 MiB); memcached refuses items larger than half its memory"
+                    .to_string()
+            )
+        );
+        let object = with(|s| config(s).extra_args = args(&["-dm64"]));
+        let message = validate_create(&object).map_err(|d| d.message);
+        assert_eq!(
+            message,
+            Err(
+                "spec.memcached.extraArgs[0]: \"-dm64\" sets --memory-limit, which the operator \
+                 manages; set spec.memcached.memoryLimitMB instead"
+                    .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn every_broken_rule_is_reported_at_once() {
+        let object = with(|s| {
+            s.replicas = Some(100);
+            config(s).threads = Some(0);
+        });
+        let denial = validate_create(&object).expect_err("two violations");
+        assert_eq!(denial.violations.len(), 2, "{denial}");
+        assert!(denial.message.contains("; "), "{denial}");
+    }
+
+    #[test]
+    fn names_that_cannot_name_a_service_are_refused() {
+        for name in ["Cache", "1cache", "cache.example", &"c".repeat(53)] {
+            let mut object = valid();
+            object.metadata.name = Some(name.to_string());
+            let denial = validate_create(&object).expect_err(name);
+            assert_eq!(denial.violations[0].field, "metadata.name", "{name}");
+        }
+        let mut object = valid();
+        object.metadata.name = Some("c".repeat(52));
+        assert!(validate_create(&object).is_ok());
+    }
+
+    #[test]
+    fn the_conversion_stash_annotation_is_reserved() {
+        let mut object = valid();
+        object.metadata.annotations = Some(BTreeMap::from([(
+            STASH_ANNOTATION.to_string(),
+            "{}".to_string(),
+        )]));
+        let denial = validate_create(&object).expect_err("reserved");
+        assert!(denial.message.contains(STASH_ANNOTATION), "{denial}");
+    }
+
+    #[test]
+    fn the_latest_tag_and_verbosity_2_warn_but_are_admitted() {
+        for image in [
+            "memcached",
+            "memcached:latest",
+            "registry.example.com:5000/cache/memcached",
+        ] {
+            let warnings = validate_create(&with(|s| s.image = Some(image.into()))).expect(image);
+            assert!(
+                warnings.iter().any(|w| w.contains("latest")),
+                "{image}: {warnings:?}"
+            );
+        }
+        for image in [
+            "memcached:1.6",
+            "registry.example.com:5000/memcached:1.6",
+            "memcached@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            let warnings = validate_create(&with(|s| s.image = Some(image.into()))).expect(image);
+            assert!(warnings.is_empty(), "{image}: {warnings:?}");
+        }
+        let warnings = validate_create(&with(|s| config(s).verbosity = Some(2))).expect("admitted");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("spec.memcached.verbosity")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn scaling_down_by_more_than_half_warns() {
+        let old = with(|s| s.replicas = Some(10));
+        let warnings = validate_update(&old, &with(|s| s.replicas = Some(4))).expect("admitted");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("from 10 to 4"), "{warnings:?}");
+        let warnings = validate_update(&old, &with(|s| s.replicas = Some(5))).expect("admitted");
+        assert!(
+            warnings.is_empty(),
+            "exactly half is not more than half: {warnings:?}"
+        );
+        let warnings = validate_update(&old, &with(|s| s.replicas = Some(20))).expect("admitted");
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn updates_of_an_object_being_deleted_are_never_blocked() {
+        let old = valid();
+        let mut new = with(|s| s.replicas = Some(1000));
+        new.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(validate_update(&old, &new), Ok(vec![]));
+    }
+
+    #[test]
+    fn updates_are_held_to_the_create_rules() {
+        let denial = validate_update(&valid(), &with(|s| s.replicas = Some(65))).expect_err("65");
+        assert_eq!(denial.violations[0].field, "spec.replicas");
+    }
+
+    #[test]
+    fn deletion_protection_blocks_delete_and_says_how_to_lift_it() {
+        let mut object = valid();
+        object.metadata.annotations = Some(BTreeMap::from([(
+            DELETION_PROTECTION_ANNOTATION.to_string(),
+            "true".to_string(),
+        )]));
+        let denial = validate_delete(&object).expect_err("protected");
+        assert!(denial.message.contains("kubectl annotate memcacheds cache -n default cache.f2367556.dev/deletion-protection-"), "{denial}");
+        object.metadata.annotations = Some(BTreeMap::from([(
+            DELETION_PROTECTION_ANNOTATION.to_string(),
+            "false".to_string(),
+        )]));
+        assert_eq!(validate_delete(&object), Ok(vec![]));
+        assert_eq!(validate_delete(&valid()), Ok(vec![]));
+    }
+
+    #[test]
+    fn the_image_pattern_in_the_crd_agrees_with_the_webhook() {
+        let pattern =
+            regex::Regex::new(crate::api::cel::IMAGE_REFERENCE_PATTERN).expect("RE2-compatible");
+        for image in [
+            "memcached",
+            "memcached:1.6",
+            "docker.io/library/memcached:1.6.39-alpine",
+            "localhost:5000/a/b_c__d-e:tag",
+            "quay.io/org/memcached@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(pattern.is_match(image), "pattern refuses {image}");
+            assert!(
+                validate_create(&with(|s| s.image = Some(image.into()))).is_ok(),
+                "webhook refuses {image}"
+            );
+        }
+        for image in [
+            "Memcached",
+            "memcached:",
+            "memcached:-x",
+            "a//b",
+            "memcached@sha256:12",
+            " memcached",
+            "-a",
+            "[::1]:5000/memcached:1",
+        ] {
+            assert!(!pattern.is_match(image), "pattern accepts {image}");
+            assert!(
+                validate_create(&with(|s| s.image = Some(image.into()))).is_err(),
+                "webhook accepts {image}"
+            );
+        }
+    }
 }

@@ -24,6 +24,12 @@ pub fn parse_item_size(text: &str) -> Option<u64> {
 /// kubelet does for memory. `None` when the text is not a quantity or the value is negative
 /// or too large.
 pub fn parse_quantity(text: &str) -> Option<u128> {
+    parse_quantity_millis(text).map(|millis| millis.div_ceil(1000))
+}
+
+/// Reads a Kubernetes quantity and returns its value in thousandths, rounded up (CPU is
+/// compared this way: `100m` is 100).
+pub fn parse_quantity_millis(text: &str) -> Option<u128> {
     let number_end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
         .unwrap_or(text.len());
@@ -75,20 +81,9 @@ pub fn parse_quantity(text: &str) -> Option<u128> {
         _ => return None,
     };
     scale_down += divisor_exp;
-    let numerator = mantissa.checked_mul(multiplier)?;
+    let numerator = mantissa.checked_mul(multiplier)?.checked_mul(1000)?;
     let divisor = 10u128.checked_pow(scale_down)?;
     Some(numerator.div_ceil(divisor))
-}
-
-/// Formats a byte count as memcached's item-size notation, choosing the largest exact unit.
-pub fn format_item_size(bytes: u64) -> String {
-    if bytes != 0 && bytes % MIB == 0 {
-        format!("{}m", bytes / MIB)
-    } else if bytes != 0 && bytes % 1024 == 0 {
-        format!("{}k", bytes / 1024)
-    } else {
-        bytes.to_string()
-    }
 }
 
 #[cfg(test)]
@@ -127,16 +122,12 @@ mod tests {
         assert_eq!(parse_quantity("500m"), Some(1));
         assert_eq!(parse_quantity(".5Ki"), Some(512));
         assert_eq!(parse_quantity("+1k"), Some(1000));
+        assert_eq!(parse_quantity_millis("100m"), Some(100));
+        assert_eq!(parse_quantity_millis("0.25"), Some(250));
+        assert_eq!(parse_quantity_millis("2"), Some(2000));
+        assert_eq!(parse_quantity_millis("1n"), Some(1));
         for bad in ["", "Mi", "-1Gi", "1Gb", "1 Gi", "1..2", "1e99", "x"] {
             assert_eq!(parse_quantity(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn item_sizes_format_in_the_largest_exact_unit() {
-        assert_eq!(format_item_size(MIB), "1m");
-        assert_eq!(format_item_size(1536), "1536");
-        assert_eq!(format_item_size(2048), "2k");
-        assert_eq!(format_item_size(0), "0");
     }
 }

@@ -57,29 +57,10 @@ pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
         status_replicas_path = ".status.replicas",
         label_selector_path = ".status.selector"
     ),
-    printcolumn(
-        name = "Replicas",
-        type_ = "integer",
-        json_path = ".spec.replicas",
-        description = "Desired memcached servers"
-    ),
-    printcolumn(
-        name = "Ready",
-        type_ = "integer",
-        json_path = ".status.readyReplicas",
-        description = "Servers ready to take traffic"
-    ),
-    printcolumn(
-        name = "Memory",
-        type_ = "integer",
-        json_path = ".spec.memcached.memoryLimitMB",
-        description = "Item memory per server, MiB"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".spec.replicas","description":"Desired memcached servers"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas","description":"Servers ready to take traffic"}"#,
+    printcolumn = r#"{"name":"Memory","type":"integer","jsonPath":".spec.memcached.memoryLimitMB","description":"Item memory per server, MiB"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = cel::memory_fits_resources())]
 #[serde(rename_all = "camelCase")]
@@ -141,7 +122,11 @@ pub struct MemcachedSpec {
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedConfig {
     /// Item memory in MiB (`-m`). Defaults to 64.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "memoryLimitMB",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1, max = 1048576))]
     pub memory_limit_mb: Option<i32>,
 

@@ -398,14 +398,18 @@ fn convert_review(body: &[u8]) -> Result<Reply, ReviewError> {
     let objects = std::mem::take(&mut request.objects);
     let desired = request.desired_api_version.clone();
     let response = ConversionResponse::for_request(request);
-    let converted: Result<Vec<Value>, String> = objects
-        .into_iter()
-        .enumerate()
-        .map(|(index, object)| {
-            convert::convert_object(object, &desired)
-                .map_err(|error| format!("converting objects[{index}] to {desired}: {error}"))
-        })
-        .collect();
+    let converted: Result<Vec<Value>, String> = convert::desired_version(&desired)
+        .map_err(|error| error.to_string())
+        .and_then(|_| {
+            objects
+                .into_iter()
+                .enumerate()
+                .map(|(position, object)| {
+                    convert::convert_nth(object, &desired, position)
+                        .map_err(|error| error.to_string())
+                })
+                .collect()
+        });
     let (response, decision) = match converted {
         Ok(objects) => {
             tracing::debug!("converted");
