@@ -19,8 +19,6 @@ use kube::core::admission::{
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use kube::core::{DynamicObject, Status, TypeMeta};
 use serde_json::Value;
-use tracing::Span;
-use tracing::field::Empty;
 
 use crate::admission::defaults::{Defaults, default_spec};
 use crate::admission::validate::{
@@ -28,7 +26,7 @@ use crate::admission::validate::{
 };
 use crate::api::{self, convert, v1beta1};
 use crate::telemetry::Decision;
-use crate::webhook::{Webhook, WebhookKind};
+use crate::webhook::WebhookKind;
 
 /// The `apiVersion` of the ConversionReview served (kube-core keeps its own constant private).
 const CONVERSION_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -117,31 +115,22 @@ impl Reply {
     }
 }
 
-/// Creates the span every log line of one webhook request is emitted in; the review adapter
-/// fills in the request's uid, operation and object (`namespace/name`) once decoded.
-pub fn request_span(webhook: &Webhook) -> Span {
-    tracing::info_span!(
-        "review",
-        webhook = webhook.kind.label(),
-        uid = Empty,
-        operation = Empty,
-        object = Empty,
-        desired_api_version = Empty,
-        objects = Empty,
-    )
-}
-
-/// Answers one request body sent to a webhook. Call it inside [`request_span`].
+/// Answers one request body sent to a webhook.
+///
+/// Once the review is decoded, every log line is emitted in a `review` span carrying the
+/// webhook and the request's uid, operation and object (`namespace/name`), or for a
+/// conversion its uid, desired version and object count.
 pub fn answer(kind: WebhookKind, body: &[u8], defaults: &Defaults) -> Reply {
+    let webhook = kind.label();
     let answered = match kind {
-        WebhookKind::Mutating => admit(body, |request| mutate(request, defaults)),
-        WebhookKind::Validating => admit(body, validate),
-        WebhookKind::Conversion => convert_review(body),
+        WebhookKind::Mutating => admit(webhook, body, |request| mutate(request, defaults)),
+        WebhookKind::Validating => admit(webhook, body, validate),
+        WebhookKind::Conversion => convert_review(webhook, body),
     };
     match answered {
         Ok(reply) => reply,
         Err(error) => {
-            tracing::info!(%error, "bad webhook request");
+            tracing::info!(webhook, %error, "bad webhook request");
             Reply::error(error.status(), error.to_string())
         }
     }
@@ -189,6 +178,7 @@ struct Unjudgeable(String);
 
 /// Decodes an AdmissionReview, lets `decide` answer its request, and serialises the response.
 fn admit(
+    webhook: &'static str,
     body: &[u8],
     decide: impl FnOnce(
         &AdmissionRequest<DynamicObject>,
@@ -201,13 +191,18 @@ fn admit(
         review.try_into().map_err(|_| ReviewError::MissingRequest {
             expected: expected(ADMISSION_API_VERSION, ADMISSION_KIND),
         })?;
-    let span = Span::current();
-    span.record("uid", request.uid.as_str());
-    span.record("operation", operation_name(&request.operation));
-    match &request.namespace {
-        Some(namespace) => span.record("object", format!("{namespace}/{}", request.name)),
-        None => span.record("object", request.name.as_str()),
+    let object = match &request.namespace {
+        Some(namespace) => format!("{namespace}/{}", request.name),
+        None => request.name.clone(),
     };
+    let span = tracing::info_span!(
+        "review",
+        webhook,
+        uid = %request.uid,
+        operation = operation_name(&request.operation),
+        object = %object,
+    );
+    let _entered = span.enter();
     let (response, decision) = match decide(&request) {
         Ok(decided) => decided,
         Err(Unjudgeable(message)) => {
@@ -383,7 +378,7 @@ fn validate(
 }
 
 /// Decodes a ConversionReview, converts every object or none, and serialises the response.
-fn convert_review(body: &[u8]) -> Result<Reply, ReviewError> {
+fn convert_review(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewError> {
     let review: ConversionReview = serde_json::from_slice(body)
         .map_err(|source| decode_error(body, source, CONVERSION_API_VERSION, CONVERSION_KIND))?;
     check_types(&review.types, CONVERSION_API_VERSION, CONVERSION_KIND)?;
@@ -391,10 +386,14 @@ fn convert_review(body: &[u8]) -> Result<Reply, ReviewError> {
         ConversionRequest::try_from(review).map_err(|_| ReviewError::MissingRequest {
             expected: expected(CONVERSION_API_VERSION, CONVERSION_KIND),
         })?;
-    let span = Span::current();
-    span.record("uid", request.uid.as_str());
-    span.record("desired_api_version", request.desired_api_version.as_str());
-    span.record("objects", request.objects.len());
+    let span = tracing::info_span!(
+        "review",
+        webhook,
+        uid = %request.uid,
+        desired_api_version = %request.desired_api_version,
+        objects = request.objects.len(),
+    );
+    let _entered = span.enter();
     let objects = std::mem::take(&mut request.objects);
     let desired = request.desired_api_version.clone();
     let response = ConversionResponse::for_request(request);

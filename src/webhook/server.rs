@@ -372,8 +372,7 @@ async fn handle_review(app: Arc<App>, webhook: &'static Webhook, request: Reques
     let label = webhook.kind.label();
     let mut measurer = app.metrics.measure_request(label);
     let reply = match Bytes::from_request(request, &()).await {
-        Ok(body) => review::request_span(webhook)
-            .in_scope(|| review::answer(webhook.kind, &body, &app.defaults)),
+        Ok(body) => review::answer(webhook.kind, &body, &app.defaults),
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Reply::error(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(

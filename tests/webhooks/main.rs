@@ -6,6 +6,7 @@ mod certificates;
 mod client;
 mod conversion;
 mod lifecycle;
+mod load;
 mod pki;
 mod process;
 mod protocol;
