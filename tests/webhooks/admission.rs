@@ -1,4 +1,4 @@
-//! Admission round trips: defaulting patches, denials and warnings, as the API server sees them.
+//! Checks admission round trips: defaulting patches, denials and warnings.
 
 use memcached_operator::admission::defaults::{Defaults, default_spec};
 use memcached_operator::admission::validate::{validate_create, validate_delete, validate_update};

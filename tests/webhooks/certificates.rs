@@ -1,4 +1,4 @@
-//! Certificate lookup, late arrival, rotation and refusal, observed through TLS handshakes.
+//! Checks certificate lookup, late arrival, rotation and refusal, observed through TLS handshakes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

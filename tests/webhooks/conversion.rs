@@ -1,4 +1,4 @@
-//! Conversion round trips through `/convert`.
+//! Round-trips Memcached objects between versions through `/convert`.
 
 use memcached_operator::api::{self, convert};
 use memcached_operator::webhook::WebhookKind;

@@ -1,4 +1,4 @@
-//! Start-up, readiness, metrics and graceful shutdown of the server process.
+//! Checks start-up, readiness, metrics and graceful shutdown of the server process.
 
 use std::time::{Duration, Instant};
 

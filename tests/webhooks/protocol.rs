@@ -1,5 +1,5 @@
-//! What the TLS listener accepts and refuses: HTTP/2, bad reviews, limits, methods, paths and
-//! plain HTTP.
+//! Checks what the TLS listener accepts and refuses: HTTP/2, bad reviews, limits, methods,
+//! paths and plain HTTP.
 
 use std::time::Duration;
 
