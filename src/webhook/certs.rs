@@ -377,12 +377,8 @@ impl CertReloader {
                 self.metrics.record_certificate_failure();
                 if self.last_logged_failure.as_ref() != Some(&failure) {
                     match &self.current {
-                        None => tracing::warn!(
-                            reasons = %failure,
-                            "{failure}; not ready, still looking"
-                        ),
+                        None => tracing::warn!("{failure}; not ready, still looking"),
                         Some(current) => tracing::warn!(
-                            reasons = %failure,
                             serial = %current.serial,
                             source = %current.source,
                             "refusing the changed certificate files, keeping the loaded certificate: {failure}"
