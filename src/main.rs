@@ -82,3 +82,50 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + 
         tracing::info!(signal = name, "received a shutdown signal");
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn webhooks_args(cli: Cli) -> webhook::server::WebhooksArgs {
+        match cli.command {
+            Command::Webhooks(args) => args,
+            #[allow(unreachable_patterns)]
+            other => panic!("expected the webhooks subcommand, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn webhooks_defaults_to_controller_runtimes_ports_and_olms_root() {
+        let cli = Cli::try_parse_from(["memcached-operator", "webhooks"]).expect("parses");
+        let args = webhooks_args(cli);
+        assert_eq!(args.webhook_port, 9443);
+        assert_eq!(args.probe_port, 8081);
+        assert_eq!(args.metrics_port, 8080);
+        assert_eq!(args.cert_root, std::path::PathBuf::from("/"));
+        assert!(!args.enable_http2);
+    }
+
+    #[test]
+    fn logging_flags_are_accepted_after_the_subcommand() {
+        let cli = Cli::try_parse_from([
+            "memcached-operator",
+            "webhooks",
+            "--log-format",
+            "text",
+            "--request-timeout",
+            "250ms",
+        ])
+        .expect("parses");
+        assert_eq!(cli.log.log_format, telemetry::LogFormat::Text);
+        let args = webhooks_args(cli);
+        assert_eq!(args.request_timeout, std::time::Duration::from_millis(250));
+    }
+}
