@@ -3,9 +3,13 @@
 
 pub mod admission;
 pub mod api;
+pub mod controller;
+pub mod olm;
 pub mod operator;
+pub mod rbac;
 pub mod telemetry;
 pub mod webhook;
+pub mod wiring;
 
 #[cfg(test)]
 mod fixtures;

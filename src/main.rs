@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::{telemetry, webhook};
+use memcached_operator::{olm, telemetry, webhook};
 
 /// Exit code of a subcommand that failed.
 const EXIT_FAILURE: u8 = 1;
@@ -30,6 +30,10 @@ struct Cli {
 enum Command {
     /// Serves the admission and conversion webhooks over TLS, with probes and metrics.
     Webhooks(webhook::server::WebhooksArgs),
+    /// Write bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
+    Generate(olm::cli::GenerateArgs),
+    /// Check a registry+v1 bundle directory against OLM's webhook rules.
+    CheckBundle(olm::cli::CheckBundleArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,16 +42,21 @@ fn main() -> ExitCode {
         eprintln!("memcached-operator: {error}");
         return ExitCode::from(EXIT_USAGE);
     }
-    match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "exiting");
-            ExitCode::from(EXIT_FAILURE)
-        }
+    match cli.command {
+        Command::Webhooks(args) => match serve_webhooks(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "exiting");
+                ExitCode::from(EXIT_FAILURE)
+            }
+        },
+        Command::Generate(args) => olm::cli::generate(&args),
+        Command::CheckBundle(args) => olm::cli::check(&args),
     }
 }
 
-fn run(command: Command) -> anyhow::Result<()> {
+/// Serves the webhooks until SIGTERM or SIGINT.
+fn serve_webhooks(args: webhook::server::WebhooksArgs) -> anyhow::Result<()> {
     // kube and the webhook server both use rustls with ring: install it once, for everyone.
     if rustls::crypto::ring::default_provider()
         .install_default()
@@ -59,14 +68,12 @@ fn run(command: Command) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    match command {
-        Command::Webhooks(args) => runtime.block_on(async {
-            let shutdown = shutdown_signal().context("cannot listen for SIGTERM")?;
-            webhook::server::serve(args, shutdown)
-                .await
-                .context("webhook server")
-        }),
-    }
+    runtime.block_on(async {
+        let shutdown = shutdown_signal().context("cannot listen for SIGTERM")?;
+        webhook::server::serve(args, shutdown)
+            .await
+            .context("webhook server")
+    })
 }
 
 /// Completes on the first SIGTERM or SIGINT.

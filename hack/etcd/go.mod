@@ -1,12 +1,13 @@
-// Wrapper module that builds the etcd server at one pinned release.
-// go.etcd.io/etcd/server/v3 is itself `package main` at its root but its go.mod
-// replaces its sibling modules with ../ paths, so `go install ...@version` refuses
-// it; as a dependency of this module those replaces are ignored and the siblings
-// resolve to their published versions. Built by hack/tools.sh; keep the version in
-// step with ETCD_VERSION there.
+// Wrapper module that builds the etcd server at one pinned release (hack/tools.sh reads
+// the version from the require line below).
+//
+// go.etcd.io/etcd/server/v3 is `package main` at its root, but its go.mod replaces its
+// sibling modules with ../ paths, so `go install ...@version` refuses it; as a dependency
+// of this module those replaces are ignored and the siblings resolve to their published
+// versions. v3.6.x is what kubeadm pairs with Kubernetes 1.34 and 1.35.
 module memcached-operator/hack/etcd
 
-// go.etcd.io/etcd/server/v3 v3.6.16 declares go 1.26.0.
+// The go line of go.etcd.io/etcd/server/v3 v3.6.16.
 go 1.26.0
 
 require go.etcd.io/etcd/server/v3 v3.6.16

@@ -1,12 +1,15 @@
-// Wrapper module that builds kube-apiserver, kube-controller-manager and kubectl
-// from k8s.io/kubernetes at one pinned release. k8s.io/kubernetes requires its
-// staging modules at v0.0.0 and replaces them with ./staging/..., which only works
-// inside its own repository; here every staging module is replaced by its
-// published twin at the matching v0.X.Y. Built by hack/tools.sh; pins are kept in
-// step with KUBE_VERSION there.
+// Wrapper module that builds kube-apiserver, kube-controller-manager and kubectl from
+// k8s.io/kubernetes at one pinned release (hack/tools.sh reads the version from the
+// require line below and stamps it into the binaries).
+//
+// k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
+// ./staging/..., which only works inside its own repository, and `go install pkg@version`
+// refuses modules with replace directives. Here every staging module is replaced by its
+// published twin v0.X.Y of the same release (hack/tools.sh checks that they agree).
+// tools.go keeps the requirement from being tidied away.
 module memcached-operator/hack/kube
 
-// Copied from k8s.io/kubernetes v1.35.8's go.mod.
+// The go and godebug lines of k8s.io/kubernetes v1.35.8's go.mod.
 go 1.25.0
 
 godebug default=go1.25

@@ -1,6 +1,11 @@
-// Wrapper module that builds github.com/operator-framework/operator-sdk/cmd/operator-sdk at one pinned release.
-// `go install pkg@version` cannot be used: it asks the module proxy for the version list (for deprecation notices), which the proxy this project uses refuses for this module; a wrapper module builds the same thing from the module's own requirements and keeps the checksums in go.sum.
-// Built by hack/tools.sh, which reads the version below.
+// Wrapper module that builds operator-sdk at one pinned release (hack/tools.sh reads the
+// version from the require line below).
+//
+// `go install pkg@version` does not work here: it asks the module proxy for the module's
+// version list (for deprecation notices), which the proxy refuses for this module. Built as
+// a dependency, it gets the same versions as its own go.mod pins, and go.sum keeps them.
+// v1.42.2, not v1.42.3: v1.42.3 needs ansible-operator-plugins v1.42.3, which the proxy
+// does not serve.
 module memcached-operator/hack/operator-sdk
 
 // The go line of github.com/operator-framework/operator-sdk v1.42.2.

@@ -1,6 +1,9 @@
-// Wrapper module that builds github.com/operator-framework/operator-registry/cmd/opm at one pinned release.
-// `go install pkg@version` cannot be used: it asks the module proxy for the version list (for deprecation notices), which the proxy this project uses refuses for this module; a wrapper module builds the same thing from the module's own requirements and keeps the checksums in go.sum.
-// Built by hack/tools.sh, which reads the version below.
+// Wrapper module that builds opm (operator-registry) at one pinned release (hack/tools.sh
+// reads the version from the require line below).
+//
+// `go install pkg@version` does not work here: it asks the module proxy for the module's
+// version list (for deprecation notices), which the proxy refuses for this module. Built as
+// a dependency, it gets the same versions as its own go.mod pins, and go.sum keeps them.
 module memcached-operator/hack/opm
 
 // The go line of github.com/operator-framework/operator-registry v1.73.0.

@@ -511,7 +511,7 @@ mod tests {
                     memory_limit(s, "512Mi");
                 }),
                 "spec.memcached.memoryLimitMB",
-                true,
+                false,
             ),
             (
                 "memory above a decimal limit",
@@ -520,7 +520,7 @@ mod tests {
                     memory_limit(s, "1G");
                 }),
                 "spec.memcached.memoryLimitMB",
-                true,
+                false,
             ),
             (
                 "managed flag -m",
@@ -651,7 +651,7 @@ mod tests {
                 "unparsable quantity",
                 with(|s| memory_limit(s, "lots")),
                 "spec.resources.limits.memory",
-                true,
+                false,
             ),
         ]
     }

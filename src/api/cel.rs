@@ -1,8 +1,11 @@
 //! Builds the CRD's CEL rules and patterns from the same constants the webhook enforces.
 //!
 //! The API server evaluates these even when the webhook is down, so every invariant that CEL
-//! can express is here; the webhook repeats them with richer messages and adds what CEL cannot
-//! see (metadata, other objects, warnings). Tests in `admission::validate` run both over the
+//! can express within the API server's cost budget is here; the webhook repeats them with
+//! messages that quote the values, and adds what CEL cannot do: metadata, warnings, and
+//! quantities (`resources` values are unbounded int-or-strings, so any CEL over them, even
+//! `string(...)`, is refused by the cost estimator). Messages are static for the same reason:
+//! `string(int)` and `filter().join()` in a messageExpression exceed the budget. Tests in `admission::validate` run both over the
 //! same cases to show they agree.
 
 use kube::core::{Message, Reason, Rule};
@@ -50,31 +53,11 @@ pub fn max_item_size_in_range() -> Rule {
         "!has(self.maxItemSize) || !self.maxItemSize.matches('{ITEM_SIZE_PATTERN}') || \
          ({bytes} >= {MIN_ITEM_SIZE_BYTES} && {bytes} * 2 <= {memory} * 1048576)"
     ))
-    .message(Message::Expression(format!(
-        "'spec.memcached.maxItemSize: ' + self.maxItemSize + ' must be at least 1k and at most \
-         half of memoryLimitMB (' + string({memory}) + ' MiB)'"
+    .message(Message::Message(format!(
+        "spec.memcached.maxItemSize must be at least 1k and at most half of memoryLimitMB \
+         (default {DEFAULT_MEMORY_LIMIT_MB})"
     )))
     .field_path(".maxItemSize")
-    .reason(Reason::FieldValueInvalid)
-}
-
-/// On `spec`: the item memory fits inside `resources.limits.memory` when that is set.
-pub fn memory_fits_resources() -> Rule {
-    let memory = format!(
-        "(has(self.memcached) && has(self.memcached.memoryLimitMB) ? \
-         self.memcached.memoryLimitMB : {DEFAULT_MEMORY_LIMIT_MB})"
-    );
-    Rule::new(format!(
-        "!has(self.resources) || !has(self.resources.limits) || \
-         !('memory' in self.resources.limits) || \
-         (isQuantity(string(self.resources.limits.memory)) && \
-         quantity(string(self.resources.limits.memory)).compareTo(quantity(string({memory}) + 'Mi')) >= 0)"
-    ))
-    .message(Message::Expression(format!(
-        "'spec.memcached.memoryLimitMB: ' + string({memory}) + ' MiB does not fit inside \
-         resources.limits.memory (' + string(self.resources.limits.memory) + ')'"
-    )))
-    .field_path(".resources.limits.memory")
     .reason(Reason::FieldValueInvalid)
 }
 
@@ -82,10 +65,11 @@ pub fn memory_fits_resources() -> Rule {
 pub fn no_managed_flags() -> Rule {
     let pattern = managed_flag_pattern();
     Rule::new(format!("self.all(arg, !arg.matches('{pattern}'))"))
-        .message(Message::Expression(format!(
-            "'spec.memcached.extraArgs: ' + self.filter(arg, arg.matches('{pattern}')).join(', ') + \
-             ' set flags the operator manages; use the matching spec.memcached field instead'"
-        )))
+        .message(
+            "spec.memcached.extraArgs may not set flags the operator manages (memory, \
+             connections, threads, ports, listen address, item size, verbosity); use the \
+             matching spec.memcached field instead",
+        )
         .reason(Reason::FieldValueForbidden)
 }
 

@@ -62,7 +62,6 @@ pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
     printcolumn = r#"{"name":"Memory","type":"integer","jsonPath":".spec.memcached.memoryLimitMB","description":"Item memory per server, MiB"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
-#[x_kube(validation = cel::memory_fits_resources())]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedSpec {
     /// Number of memcached servers (0 to 64). Defaults to 1.

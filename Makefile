@@ -1,0 +1,95 @@
+# ==== OLM packaging: images, bundle, catalog, install (generator) ====================
+# Everything under bundle/, catalog/ and config/ (and bundle.Dockerfile, catalog.Dockerfile)
+# is written by `memcached-operator generate`; edit the Rust declarations, not the YAML.
+
+CARGO_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+VERSION ?= $(CARGO_VERSION)
+REGISTRY ?= quay.io/f2367556
+IMG ?= $(REGISTRY)/memcached-operator:v$(VERSION)
+BUNDLE_IMG ?= $(REGISTRY)/memcached-operator-bundle:v$(VERSION)
+CATALOG_IMG ?= $(REGISTRY)/memcached-operator-catalog:v$(VERSION)
+CONTAINER_TOOL ?= docker
+KUBECTL ?= kubectl
+
+TOOLS_BIN := .tools/bin
+OPERATOR_SDK := $(TOOLS_BIN)/operator-sdk
+OPM := $(TOOLS_BIN)/opm
+KUSTOMIZE := $(TOOLS_BIN)/kustomize
+HADOLINT := $(TOOLS_BIN)/hadolint
+GENERATE := env -u SOURCE_DATE_EPOCH cargo run --quiet --locked -- generate
+
+.PHONY: generate bundle docker-build docker-push bundle-build bundle-push catalog-build \
+	catalog-push install uninstall deploy undeploy validate tool-operator-sdk tool-opm \
+	tool-kustomize tool-hadolint check-version
+
+# hack/tools.sh installs a pinned tool into .tools/bin (and returns at once when it is there).
+PACKAGING_TOOLS := operator-sdk opm kustomize hadolint
+$(addprefix tool-,$(PACKAGING_TOOLS)): tool-%:
+	hack/tools.sh $*
+
+check-version:
+	@test "$(VERSION)" = "$(CARGO_VERSION)" || { \
+	  echo "VERSION=$(VERSION) but Cargo.toml says $(CARGO_VERSION): bump Cargo.toml and"; \
+	  echo "olm::release::RELEASES, then run make bundle"; exit 1; }
+
+## generate: rewrite bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
+generate:
+	$(GENERATE)
+
+## bundle: generate for IMG and BUNDLE_IMG, then validate the bundle.
+bundle: check-version tool-operator-sdk
+	$(GENERATE) --image $(IMG) --bundle-image $(BUNDLE_IMG)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+docker-build:
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+docker-push:
+	$(CONTAINER_TOOL) push $(IMG)
+
+bundle-build:
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+bundle-push:
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+catalog-build: tool-opm
+	$(OPM) validate catalog
+	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
+
+catalog-push:
+	$(CONTAINER_TOOL) push $(CATALOG_IMG)
+
+## install / uninstall: the CRD alone (with its conversion webhook) into the current cluster.
+install: tool-kustomize
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+uninstall: tool-kustomize
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+## deploy / undeploy: everything in config/default (needs cert-manager), running IMG.
+deploy: tool-kustomize
+	@tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GENERATE) --image $(IMG) --bundle-image $(BUNDLE_IMG) --output-dir "$$tmp" >/dev/null && \
+	  $(KUSTOMIZE) build "$$tmp/config/default" | $(KUBECTL) apply --server-side -f -
+
+undeploy: tool-kustomize
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
+## validate: the committed files are what the generator writes, the bundle passes
+## operator-sdk's operatorframework suite with no error and no warning, the catalog passes
+## opm, config/default renders, and hadolint finds nothing in the three Dockerfiles.
+validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
+	@tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GENERATE) --output-dir "$$tmp" >/dev/null && \
+	  for d in bundle catalog config; do diff -r "$$tmp/$$d" "$$d" || exit 1; done && \
+	  for f in bundle.Dockerfile catalog.Dockerfile; do diff "$$tmp/$$f" "$$f" || exit 1; done || \
+	  { echo "generated files drifted: run make generate and commit"; exit 1; }
+	@out="$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework 2>&1)"; \
+	  status=$$?; echo "$$out"; \
+	  if [ $$status -ne 0 ] || echo "$$out" | grep -Eq 'level=(warning|error)'; then \
+	    echo "operator-sdk bundle validate: errors or warnings"; exit 1; fi
+	$(OPM) validate catalog
+	$(KUSTOMIZE) build config/default >/dev/null
+	$(HADOLINT) Dockerfile bundle.Dockerfile catalog.Dockerfile
+# ==== end of OLM packaging ==============================================================

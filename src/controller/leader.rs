@@ -1,0 +1,231 @@
+//! Elects one leader among the operator's replicas with a coordination.k8s.io Lease, as
+//! client-go's leader election does.
+//!
+//! The holder renews every retry period and steps down when it cannot renew within the renew
+//! deadline, so a replica cut off from the API server stops reconciling before its lease
+//! (which others wait out) expires. Another holder's lease counts as expired by this
+//! replica's own clock, measured from when it last saw the lease change, so clock skew
+//! between nodes does not matter. On shutdown the holder releases the lease at once.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// Timing of the election.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// How long others wait before taking over an unrenewed lease.
+    pub lease_duration: Duration,
+    /// How long the holder keeps trying to renew before it steps down.
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew.
+    pub retry_period: Duration,
+}
+
+impl Default for Timing {
+    /// client-go's defaults: 15 s, 10 s, 2 s.
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What this replica saw of the lease the last time it changed.
+#[derive(Clone, Debug, PartialEq)]
+struct Observation {
+    holder: Option<String>,
+    renew_time: Option<MicroTime>,
+    lease_duration: Duration,
+    seen_at: Instant,
+}
+
+/// One replica's side of the election.
+pub struct Elector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    timing: Timing,
+    observed: Option<Observation>,
+}
+
+/// The outcome of one attempt to acquire or renew.
+#[derive(Debug, PartialEq, Eq)]
+enum Attempt {
+    /// This replica holds the lease.
+    Held,
+    /// Another replica holds an unexpired lease.
+    HeldByOther(String),
+}
+
+impl Elector {
+    /// Creates an elector for the Lease `name` in `api`'s namespace.
+    pub fn new(api: Api<Lease>, name: &str, identity: &str, timing: Timing) -> Self {
+        Self {
+            api,
+            name: name.into(),
+            identity: identity.into(),
+            timing,
+            observed: None,
+        }
+    }
+
+    /// Campaigns and holds the lease until `shutdown` fires, publishing whether this replica
+    /// leads on `leading`; releases the lease on the way out if it holds it.
+    pub async fn run(mut self, leading: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
+        let mut last_renewal: Option<Instant> = None;
+        loop {
+            let is_leader = *leading.borrow();
+            match self.try_acquire_or_renew().await {
+                Ok(Attempt::Held) => {
+                    last_renewal = Some(Instant::now());
+                    if !is_leader {
+                        info!(identity = %self.identity, lease = %self.name, "became leader");
+                        leading.send_replace(true);
+                    }
+                }
+                Ok(Attempt::HeldByOther(holder)) => {
+                    if is_leader {
+                        warn!(identity = %self.identity, %holder, "lost the lease to another replica; stepping down");
+                        leading.send_replace(false);
+                    }
+                }
+                Err(error) => {
+                    let overdue =
+                        last_renewal.is_none_or(|t| t.elapsed() > self.timing.renew_deadline);
+                    warn!(identity = %self.identity, %error, "could not acquire or renew the lease");
+                    if is_leader && overdue {
+                        warn!(identity = %self.identity, "renew deadline passed; stepping down");
+                        leading.send_replace(false);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.timing.retry_period) => {}
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
+        }
+        if *leading.borrow() {
+            leading.send_replace(false);
+            match self.release().await {
+                Ok(()) => info!(identity = %self.identity, "released the lease"),
+                Err(error) => {
+                    warn!(identity = %self.identity, %error, "could not release the lease")
+                }
+            }
+        }
+    }
+
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        let now = MicroTime(jiff::Timestamp::now());
+        let duration_secs = i32::try_from(self.timing.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(duration_secs),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(Attempt::Held),
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(
+                    "a replica that created it first".into(),
+                )),
+                Err(error) => Err(error),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        self.observe(&spec);
+        if let Some(holder) = &holder
+            && *holder != self.identity
+            && !self.observed_expired()
+        {
+            return Ok(Attempt::HeldByOther(holder.clone()));
+        }
+        let taking_over = holder.as_deref() != Some(self.identity.as_str());
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(duration_secs),
+            acquire_time: if taking_over {
+                Some(now.clone())
+            } else {
+                spec.acquire_time
+            },
+            renew_time: Some(now),
+            lease_transitions: Some(
+                spec.lease_transitions.unwrap_or(0) + i32::from(taking_over && holder.is_some()),
+            ),
+            ..spec
+        });
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(
+                "a replica that renewed it first".into(),
+            )),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Records the lease as seen now if its holder or renew time changed.
+    fn observe(&mut self, spec: &LeaseSpec) {
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let changed = self
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.holder != holder || o.renew_time != spec.renew_time);
+        if changed {
+            let seconds = spec.lease_duration_seconds.unwrap_or(0).max(0);
+            self.observed = Some(Observation {
+                holder,
+                renew_time: spec.renew_time.clone(),
+                lease_duration: Duration::from_secs(u64::try_from(seconds).unwrap_or(0)),
+                seen_at: Instant::now(),
+            });
+        }
+    }
+
+    fn observed_expired(&self) -> bool {
+        self.observed
+            .as_ref()
+            .is_none_or(|o| o.seen_at.elapsed() > o.lease_duration)
+    }
+
+    async fn release(&self) -> Result<(), kube::Error> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        lease.spec = Some(LeaseSpec {
+            holder_identity: None,
+            lease_duration_seconds: Some(1),
+            renew_time: Some(MicroTime(jiff::Timestamp::now())),
+            ..spec
+        });
+        self.api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+    }
+}

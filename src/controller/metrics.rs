@@ -1,0 +1,99 @@
+//! Counts and times reconciliations, and says whether this replica leads.
+
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of the error counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// A short, bounded reason (`apply_statefulset`, `invalid_spec`, ...).
+    pub reason: String,
+}
+
+/// The controller's metrics.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    /// Reconciliations started.
+    pub reconciliations: Counter,
+    /// Reconciliation durations, seconds.
+    pub duration: Histogram,
+    /// Failed reconciliations and invalid specs, by reason.
+    pub errors: Family<ErrorLabels, Counter>,
+    /// 1 while this replica holds the leader lease (or runs without leader election).
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            reconciliations: Counter::default(),
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            errors: Family::default(),
+            leader: Gauge::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them under `memcached_operator_controller_*`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        registry.register(
+            "memcached_operator_controller_reconciliations",
+            "Reconciliations started",
+            metrics.reconciliations.clone(),
+        );
+        registry.register(
+            "memcached_operator_controller_reconcile_duration_seconds",
+            "How long reconciliations take",
+            metrics.duration.clone(),
+        );
+        registry.register(
+            "memcached_operator_controller_errors",
+            "Failed reconciliations and invalid specs, by reason",
+            metrics.errors.clone(),
+        );
+        registry.register(
+            "memcached_operator_controller_leader",
+            "1 while this replica reconciles (holds the leader lease)",
+            metrics.leader.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a reconciliation and times it until the returned guard is dropped.
+    pub fn measure(&self) -> ReconcileTimer<'_> {
+        self.reconciliations.inc();
+        ReconcileTimer {
+            histogram: &self.duration,
+            start: Instant::now(),
+        }
+    }
+
+    /// Counts an error.
+    pub fn error(&self, reason: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+}
+
+/// Observes a reconciliation's duration when dropped, so timing stays out of its body.
+pub struct ReconcileTimer<'a> {
+    histogram: &'a Histogram,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        self.histogram.observe(self.start.elapsed().as_secs_f64());
+    }
+}

@@ -1,0 +1,159 @@
+//! Runs the `generate` and `check-bundle` subcommands: parses their arguments, calls the pure
+//! core and maps outcomes to output and exit codes.
+//!
+//! Exit codes: 0 done or clean; 1 OLM rules broken (every violation printed on its own line);
+//! 2 input that could not be read or output that could not be written.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::bundle::Options;
+use super::check::{CheckError, check_bundle};
+use super::generate::{GenerateError, Plan};
+use super::release;
+
+/// `generate`: write `bundle/`, `catalog/`, `config/` and the Dockerfiles of bundle and catalog.
+#[derive(Debug, clap::Args)]
+pub struct GenerateArgs {
+    /// Directory to write into (the repository root).
+    #[arg(long, default_value = ".")]
+    pub output_dir: PathBuf,
+    /// Operator image the CSV and config/ deploy [default: the release's image].
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Bundle image the catalog points at [default: the release's bundle image].
+    #[arg(long)]
+    pub bundle_image: Option<String>,
+}
+
+/// How `check-bundle` reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One line per violation.
+    #[default]
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// `check-bundle`: run OLM's webhook rules over a registry+v1 bundle directory.
+#[derive(Debug, clap::Args)]
+pub struct CheckBundleArgs {
+    /// The bundle directory (holding manifests/ and metadata/).
+    pub dir: PathBuf,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// The exit code of violated rules.
+const VIOLATIONS: u8 = 1;
+/// The exit code of unreadable input or unwritable output.
+const UNREADABLE: u8 = 2;
+
+/// Runs `generate`. `createdAt` comes from `SOURCE_DATE_EPOCH` when set, else from the
+/// release date in `olm::release::RELEASES`.
+pub fn generate(args: &GenerateArgs) -> ExitCode {
+    let mut options = Options::for_release();
+    if let Some(image) = &args.image {
+        options.image = image.clone();
+    }
+    if let Some(image) = &args.bundle_image {
+        options.bundle_image = image.clone();
+    }
+    if let Ok(epoch) = std::env::var("SOURCE_DATE_EPOCH") {
+        match release::created_at_from_epoch(&epoch) {
+            Ok(created_at) => options.created_at = created_at,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(UNREADABLE);
+            }
+        }
+    }
+    let result = Plan::new(options).and_then(|plan| plan.write(&args.output_dir));
+    match result {
+        Ok(files) => {
+            println!(
+                "wrote {} files below {}",
+                files.paths().count(),
+                args.output_dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(GenerateError::Rules(violations)) => {
+            for violation in &violations {
+                eprintln!("{violation}");
+            }
+            eprintln!(
+                "error: the CSV breaks {} OLM rule(s); nothing was written",
+                violations.len()
+            );
+            ExitCode::from(VIOLATIONS)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(UNREADABLE)
+        }
+    }
+}
+
+/// Runs `check-bundle`.
+pub fn check(args: &CheckBundleArgs) -> ExitCode {
+    let dir = args.dir.display().to_string();
+    match (check_bundle(&args.dir), args.output) {
+        (Ok(report), OutputFormat::Text) => {
+            for violation in &report.violations {
+                println!("{violation}");
+            }
+            if report.violations.is_empty() {
+                println!(
+                    "{dir}: {} ({} manifests, CRDs: {}): no OLM rule broken",
+                    report.csv,
+                    report.files,
+                    report.crds.join(", ")
+                );
+                ExitCode::SUCCESS
+            } else {
+                println!(
+                    "{dir}: {} breaks {} OLM rule(s)",
+                    report.csv,
+                    report.violations.len()
+                );
+                ExitCode::from(VIOLATIONS)
+            }
+        }
+        (Ok(report), OutputFormat::Json) => {
+            let violations: Vec<_> = report
+                .violations
+                .iter()
+                .map(|v| json!({"rule": v.rule.id(), "webhook": v.webhook, "message": v.message}))
+                .collect();
+            let clean = violations.is_empty();
+            println!(
+                "{}",
+                json!({
+                    "bundle": dir,
+                    "csv": report.csv,
+                    "crds": report.crds,
+                    "violations": violations,
+                })
+            );
+            if clean {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(VIOLATIONS)
+            }
+        }
+        (Err(error), format) => report_unreadable(&error, format),
+    }
+}
+
+fn report_unreadable(error: &CheckError, format: OutputFormat) -> ExitCode {
+    if format == OutputFormat::Json {
+        println!("{}", json!({ "error": error.to_string() }));
+    }
+    eprintln!("error: {error}");
+    ExitCode::from(UNREADABLE)
+}

@@ -1,0 +1,463 @@
+//! Builds the kustomize trees under `config/` that install the operator without OLM: the CRD
+//! (with its conversion webhook), RBAC, the manager Deployment, the webhook Service and
+//! configurations, cert-manager's Issuer and Certificate, samples, and `default/` tying them
+//! together.
+//!
+//! Every name and namespace is written out in full (no `namePrefix`), so the Service named in
+//! the webhook configurations, the CRD's conversion and the Certificate's DNS names is the
+//! Service that exists. The webhook configurations are shaped from `webhook::WEBHOOKS`, the
+//! roles from `rbac`, the Deployment from `olm::deployment`: nothing is spelled twice.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount, ServicePort, ServiceSpec};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::{Value, json};
+
+use super::bundle::{crd_file_name, metrics_service};
+use super::deployment;
+use super::files::{Files, FilesError};
+use super::release;
+use super::samples;
+use crate::webhook::{self, WebhookKind};
+use crate::{api, operator, rbac};
+
+/// The namespace the operator is installed into.
+pub const NAMESPACE: &str = release::SUGGESTED_NAMESPACE;
+/// The webhook Service.
+pub const WEBHOOK_SERVICE_NAME: &str = "memcached-operator-webhook-service";
+/// The serving certificate.
+pub const CERTIFICATE_NAME: &str = "memcached-operator-serving-cert";
+/// The Secret cert-manager writes the certificate to.
+pub const CERTIFICATE_SECRET_NAME: &str = "memcached-operator-webhook-server-cert";
+/// The self-signed Issuer.
+pub const ISSUER_NAME: &str = "memcached-operator-selfsigned-issuer";
+/// The ValidatingWebhookConfiguration.
+pub const VALIDATING_CONFIGURATION_NAME: &str =
+    "memcached-operator-validating-webhook-configuration";
+/// The MutatingWebhookConfiguration.
+pub const MUTATING_CONFIGURATION_NAME: &str = "memcached-operator-mutating-webhook-configuration";
+/// The ClusterRole (and its binding).
+pub const MANAGER_ROLE_NAME: &str = "memcached-operator-manager-role";
+/// The leader-election Role (and its binding).
+pub const LEADER_ELECTION_ROLE_NAME: &str = "memcached-operator-leader-election-role";
+/// Where controller-runtime (and the operator) read the serving certificate.
+pub const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+/// The annotation cert-manager's CA injector reads.
+const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: namespace.map(str::to_string),
+        labels: Some(BTreeMap::from([(
+            "app.kubernetes.io/name".to_string(),
+            operator::NAME.to_string(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Metadata of a namespaced object that k8s-openapi has no type for.
+fn meta_value(name: &str) -> Value {
+    json!({
+        "name": name,
+        "namespace": NAMESPACE,
+        "labels": {"app.kubernetes.io/name": operator::NAME},
+    })
+}
+
+fn kustomization(resources: &[&str]) -> Value {
+    json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    })
+}
+
+/// The Service reference of a webhook at `path`.
+fn service_reference(path: &str) -> ServiceReference {
+    ServiceReference {
+        name: WEBHOOK_SERVICE_NAME.to_string(),
+        namespace: NAMESPACE.to_string(),
+        path: Some(path.to_string()),
+        port: Some(i32::from(operator::WEBHOOK_SERVICE_PORT)),
+    }
+}
+
+fn admission_rules(entry: &webhook::Webhook) -> Vec<RuleWithOperations> {
+    vec![RuleWithOperations {
+        api_groups: Some(vec![api::GROUP.to_string()]),
+        api_versions: Some(vec![entry.api_version.to_string()]),
+        operations: Some(entry.operations.iter().map(|o| o.to_string()).collect()),
+        resources: Some(vec![api::PLURAL.to_string()]),
+        scope: Some("Namespaced".to_string()),
+    }]
+}
+
+fn review_versions() -> Vec<String> {
+    webhook::REVIEW_VERSIONS
+        .iter()
+        .map(|v| v.to_string())
+        .collect()
+}
+
+/// The ValidatingWebhookConfiguration, from the table's validating entry.
+pub fn validating_configuration() -> ValidatingWebhookConfiguration {
+    let entry = webhook::webhook(WebhookKind::Validating);
+    ValidatingWebhookConfiguration {
+        metadata: meta(VALIDATING_CONFIGURATION_NAME, None),
+        webhooks: Some(vec![ValidatingWebhook {
+            name: entry.generate_name.to_string(),
+            admission_review_versions: review_versions(),
+            client_config: WebhookClientConfig {
+                service: Some(service_reference(entry.path)),
+                ..WebhookClientConfig::default()
+            },
+            failure_policy: Some(entry.failure_policy.to_string()),
+            match_policy: Some(entry.match_policy.to_string()),
+            rules: Some(admission_rules(entry)),
+            side_effects: entry.side_effects.to_string(),
+            timeout_seconds: Some(entry.timeout_seconds),
+            ..ValidatingWebhook::default()
+        }]),
+    }
+}
+
+/// The MutatingWebhookConfiguration, from the table's mutating entry.
+pub fn mutating_configuration() -> MutatingWebhookConfiguration {
+    let entry = webhook::webhook(WebhookKind::Mutating);
+    MutatingWebhookConfiguration {
+        metadata: meta(MUTATING_CONFIGURATION_NAME, None),
+        webhooks: Some(vec![MutatingWebhook {
+            name: entry.generate_name.to_string(),
+            admission_review_versions: review_versions(),
+            client_config: WebhookClientConfig {
+                service: Some(service_reference(entry.path)),
+                ..WebhookClientConfig::default()
+            },
+            failure_policy: Some(entry.failure_policy.to_string()),
+            match_policy: Some(entry.match_policy.to_string()),
+            reinvocation_policy: Some("Never".to_string()),
+            rules: Some(admission_rules(entry)),
+            side_effects: entry.side_effects.to_string(),
+            timeout_seconds: Some(entry.timeout_seconds),
+            ..MutatingWebhook::default()
+        }]),
+    }
+}
+
+/// The webhook Service: 443 to the container's webhook port.
+pub fn webhook_service() -> Service {
+    Service {
+        metadata: meta(WEBHOOK_SERVICE_NAME, Some(NAMESPACE)),
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                name: Some("https".to_string()),
+                port: i32::from(operator::WEBHOOK_SERVICE_PORT),
+                protocol: Some("TCP".to_string()),
+                target_port: Some(IntOrString::String(
+                    deployment::WEBHOOK_PORT_NAME.to_string(),
+                )),
+                ..ServicePort::default()
+            }]),
+            selector: Some(deployment::pod_labels()),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The patch that makes the CRD convert through the webhook.
+fn crd_conversion_patch() -> Value {
+    let conversion = webhook::webhook(WebhookKind::Conversion);
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": api::CRD_NAME},
+        "spec": {"conversion": {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {"service": {
+                    "name": WEBHOOK_SERVICE_NAME,
+                    "namespace": NAMESPACE,
+                    "path": conversion.path,
+                    "port": operator::WEBHOOK_SERVICE_PORT,
+                }},
+                "conversionReviewVersions": webhook::REVIEW_VERSIONS,
+            },
+        }},
+    })
+}
+
+fn ca_injection_patch(api_version: &str, kind: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "annotations": {INJECT_CA_FROM: format!("{NAMESPACE}/{CERTIFICATE_NAME}")},
+        },
+    })
+}
+
+fn issuer() -> Value {
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Issuer",
+        "metadata": meta_value(ISSUER_NAME),
+        "spec": {"selfSigned": {}},
+    })
+}
+
+fn certificate() -> Value {
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": meta_value(CERTIFICATE_NAME),
+        "spec": {
+            "dnsNames": [
+                format!("{WEBHOOK_SERVICE_NAME}.{NAMESPACE}.svc"),
+                format!("{WEBHOOK_SERVICE_NAME}.{NAMESPACE}.svc.cluster.local"),
+            ],
+            "issuerRef": {"kind": "Issuer", "name": ISSUER_NAME},
+            "secretName": CERTIFICATE_SECRET_NAME,
+        },
+    })
+}
+
+/// The patch that mounts the certificate where the webhook server reads it.
+fn manager_webhook_patch() -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": operator::DEPLOYMENT_NAME, "namespace": NAMESPACE},
+        "spec": {"template": {"spec": {
+            "containers": [{
+                "name": operator::CONTAINER_NAME,
+                "volumeMounts": [{"name": "cert", "mountPath": CERT_DIR, "readOnly": true}],
+            }],
+            "volumes": [{"name": "cert", "secret": {"secretName": CERTIFICATE_SECRET_NAME}}],
+        }}},
+    })
+}
+
+fn subject() -> Subject {
+    Subject {
+        kind: "ServiceAccount".to_string(),
+        name: operator::SERVICE_ACCOUNT_NAME.to_string(),
+        namespace: Some(NAMESPACE.to_string()),
+        ..Subject::default()
+    }
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: "rbac.authorization.k8s.io".to_string(),
+        kind: kind.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn rbac_files(files: &mut Files) -> Result<(), FilesError> {
+    files.yaml(
+        "config/rbac/service_account.yaml",
+        &ServiceAccount {
+            metadata: meta(operator::SERVICE_ACCOUNT_NAME, Some(NAMESPACE)),
+            ..ServiceAccount::default()
+        },
+    )?;
+    files.yaml(
+        "config/rbac/role.yaml",
+        &ClusterRole {
+            metadata: meta(MANAGER_ROLE_NAME, None),
+            rules: Some(rbac::cluster_rules()),
+            ..ClusterRole::default()
+        },
+    )?;
+    files.yaml(
+        "config/rbac/role_binding.yaml",
+        &ClusterRoleBinding {
+            metadata: meta(&format!("{MANAGER_ROLE_NAME}binding"), None),
+            role_ref: role_ref("ClusterRole", MANAGER_ROLE_NAME),
+            subjects: Some(vec![subject()]),
+        },
+    )?;
+    files.yaml(
+        "config/rbac/leader_election_role.yaml",
+        &Role {
+            metadata: meta(LEADER_ELECTION_ROLE_NAME, Some(NAMESPACE)),
+            rules: Some(rbac::namespaced_rules()),
+        },
+    )?;
+    files.yaml(
+        "config/rbac/leader_election_role_binding.yaml",
+        &RoleBinding {
+            metadata: meta(
+                &format!("{LEADER_ELECTION_ROLE_NAME}binding"),
+                Some(NAMESPACE),
+            ),
+            role_ref: role_ref("Role", LEADER_ELECTION_ROLE_NAME),
+            subjects: Some(vec![subject()]),
+        },
+    )?;
+    files.yaml(
+        "config/rbac/kustomization.yaml",
+        &kustomization(&[
+            "service_account.yaml",
+            "role.yaml",
+            "role_binding.yaml",
+            "leader_election_role.yaml",
+            "leader_election_role_binding.yaml",
+        ]),
+    )
+}
+
+fn manager_files(files: &mut Files, image: &str) -> Result<(), FilesError> {
+    files.yaml(
+        "config/manager/namespace.yaml",
+        &Namespace {
+            metadata: ObjectMeta {
+                labels: Some(BTreeMap::from([
+                    (
+                        "app.kubernetes.io/name".to_string(),
+                        operator::NAME.to_string(),
+                    ),
+                    // The operator's pods meet the restricted Pod Security Standard.
+                    (
+                        "pod-security.kubernetes.io/enforce".to_string(),
+                        "restricted".to_string(),
+                    ),
+                ])),
+                ..meta(NAMESPACE, None)
+            },
+            ..Namespace::default()
+        },
+    )?;
+    files.yaml(
+        "config/manager/manager.yaml",
+        &Deployment {
+            metadata: ObjectMeta {
+                labels: Some(deployment::pod_labels()),
+                ..meta(operator::DEPLOYMENT_NAME, Some(NAMESPACE))
+            },
+            spec: Some(deployment::spec(image)),
+            ..Deployment::default()
+        },
+    )?;
+    files.yaml(
+        "config/manager/metrics_service.yaml",
+        &metrics_service(Some(NAMESPACE)),
+    )?;
+    files.yaml(
+        "config/manager/kustomization.yaml",
+        &kustomization(&["namespace.yaml", "manager.yaml", "metrics_service.yaml"]),
+    )
+}
+
+/// Renders `config/` for these objects.
+pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, FilesError> {
+    let mut files = Files::new();
+
+    let crd_file = format!("bases/{}", crd_file_name());
+    files.yaml(&format!("config/crd/{crd_file}"), crd)?;
+    files.yaml(
+        "config/crd/patches/webhook_in_memcacheds.yaml",
+        &crd_conversion_patch(),
+    )?;
+    let mut crd_kustomization = kustomization(&[crd_file.as_str()]);
+    crd_kustomization["patches"] = json!([{"path": "patches/webhook_in_memcacheds.yaml"}]);
+    files.yaml("config/crd/kustomization.yaml", &crd_kustomization)?;
+
+    rbac_files(&mut files)?;
+    manager_files(&mut files, image)?;
+
+    files.yaml("config/webhook/service.yaml", &webhook_service())?;
+    files.yaml(
+        "config/webhook/validating.yaml",
+        &validating_configuration(),
+    )?;
+    files.yaml("config/webhook/mutating.yaml", &mutating_configuration())?;
+    files.yaml(
+        "config/webhook/kustomization.yaml",
+        &kustomization(&["service.yaml", "validating.yaml", "mutating.yaml"]),
+    )?;
+
+    files.yaml("config/certmanager/issuer.yaml", &issuer())?;
+    files.yaml("config/certmanager/certificate.yaml", &certificate())?;
+    files.yaml(
+        "config/certmanager/inject_ca_crd.yaml",
+        &ca_injection_patch(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            api::CRD_NAME,
+        ),
+    )?;
+    files.yaml(
+        "config/certmanager/inject_ca_validating.yaml",
+        &ca_injection_patch(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            VALIDATING_CONFIGURATION_NAME,
+        ),
+    )?;
+    files.yaml(
+        "config/certmanager/inject_ca_mutating.yaml",
+        &ca_injection_patch(
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            MUTATING_CONFIGURATION_NAME,
+        ),
+    )?;
+    // A Component, so that its patches reach the CRD and webhook configurations of the
+    // kustomization that uses it.
+    files.yaml(
+        "config/certmanager/kustomization.yaml",
+        &json!({
+            "apiVersion": "kustomize.config.k8s.io/v1alpha1",
+            "kind": "Component",
+            "resources": ["issuer.yaml", "certificate.yaml"],
+            "patches": [
+                {"path": "inject_ca_crd.yaml"},
+                {"path": "inject_ca_validating.yaml"},
+                {"path": "inject_ca_mutating.yaml"},
+            ],
+        }),
+    )?;
+
+    let mut sample_files = Vec::new();
+    for (version, example) in samples::all().map_err(|e| FilesError::Render {
+        path: "config/samples".to_string(),
+        source: e.into(),
+    })? {
+        let name = format!("cache_{version}_memcached.yaml");
+        files.yaml(&format!("config/samples/{name}"), &example)?;
+        sample_files.push(name);
+    }
+    let sample_refs: Vec<&str> = sample_files.iter().map(String::as_str).collect();
+    files.yaml(
+        "config/samples/kustomization.yaml",
+        &kustomization(&sample_refs),
+    )?;
+
+    files.yaml(
+        "config/default/manager_webhook_patch.yaml",
+        &manager_webhook_patch(),
+    )?;
+    let mut default = kustomization(&["../crd", "../rbac", "../manager", "../webhook"]);
+    default["namespace"] = json!(NAMESPACE);
+    default["components"] = json!(["../certmanager"]);
+    default["patches"] = json!([{"path": "manager_webhook_patch.yaml"}]);
+    files.yaml("config/default/kustomization.yaml", &default)?;
+    Ok(files)
+}

@@ -1,0 +1,225 @@
+//! Builds the operator's Deployment: the one OLM installs from the CSV and the one
+//! `config/manager` installs without OLM.
+//!
+//! Ports, names and environment come from `operator`; the security context is the restricted
+//! Pod Security Standard and fits OpenShift's restricted-v2 SCC (no fixed user: OpenShift
+//! assigns one from the namespace's range).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
+    WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::release;
+use crate::operator;
+
+/// Replicas of the operator; one leads, the other serves webhooks and stands by.
+pub const REPLICAS: i32 = 2;
+/// Name of the webhook container port.
+pub const WEBHOOK_PORT_NAME: &str = "webhook-server";
+/// Name of the probe port.
+pub const PROBE_PORT_NAME: &str = "health";
+/// Name of the metrics port.
+pub const METRICS_PORT_NAME: &str = "metrics";
+/// Path of the liveness probe.
+pub const LIVENESS_PATH: &str = "/healthz";
+/// Path of the readiness probe.
+pub const READINESS_PATH: &str = "/readyz";
+
+/// Labels of the operator's pods; Services select them.
+pub fn pod_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_string(),
+            operator::NAME.to_string(),
+        ),
+        (
+            "control-plane".to_string(),
+            "controller-manager".to_string(),
+        ),
+    ])
+}
+
+fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+        .collect()
+}
+
+fn port(name: &str, number: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_string()),
+        container_port: i32::from(number),
+        protocol: Some("TCP".to_string()),
+        ..ContainerPort::default()
+    }
+}
+
+fn probe(path: &str, initial_delay: i32, period: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_string()),
+            port: IntOrString::String(PROBE_PORT_NAME.to_string()),
+            scheme: Some("HTTP".to_string()),
+            ..HTTPGetAction::default()
+        }),
+        initial_delay_seconds: Some(initial_delay),
+        period_seconds: Some(period),
+        ..Probe::default()
+    }
+}
+
+/// The operator's container, running `memcached-operator run` from `image`.
+pub fn container(image: &str) -> Container {
+    Container {
+        name: operator::CONTAINER_NAME.to_string(),
+        image: Some(image.to_string()),
+        image_pull_policy: Some("IfNotPresent".to_string()),
+        command: Some(vec![release::BINARY_PATH.to_string()]),
+        args: Some(vec!["run".to_string()]),
+        env: Some(vec![
+            EnvVar {
+                name: operator::RELATED_IMAGE_ENV.to_string(),
+                value: Some(operator::DEFAULT_MEMCACHED_IMAGE.to_string()),
+                ..EnvVar::default()
+            },
+            EnvVar {
+                name: operator::POD_NAMESPACE_ENV.to_string(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        api_version: Some("v1".to_string()),
+                        field_path: "metadata.namespace".to_string(),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            },
+        ]),
+        ports: Some(vec![
+            port(WEBHOOK_PORT_NAME, operator::WEBHOOK_PORT),
+            port(PROBE_PORT_NAME, operator::PROBE_PORT),
+            port(METRICS_PORT_NAME, operator::METRICS_PORT),
+        ]),
+        liveness_probe: Some(probe(LIVENESS_PATH, 15, 20)),
+        readiness_probe: Some(probe(READINESS_PATH, 5, 10)),
+        resources: Some(ResourceRequirements {
+            requests: Some(quantities(&[("cpu", "10m"), ("memory", "64Mi")])),
+            limits: Some(quantities(&[("cpu", "500m"), ("memory", "256Mi")])),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                ..Capabilities::default()
+            }),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            ..SecurityContext::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        ..Container::default()
+    }
+}
+
+/// The Deployment's spec, running `image`.
+pub fn spec(image: &str) -> DeploymentSpec {
+    let labels = pod_labels();
+    DeploymentSpec {
+        replicas: Some(REPLICAS),
+        selector: LabelSelector {
+            match_labels: Some(labels.clone()),
+            ..LabelSelector::default()
+        },
+        strategy: Some(DeploymentStrategy {
+            type_: Some("RollingUpdate".to_string()),
+            rolling_update: Some(RollingUpdateDeployment {
+                max_unavailable: Some(IntOrString::Int(1)),
+                max_surge: Some(IntOrString::Int(1)),
+            }),
+        }),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels.clone()),
+                annotations: Some(BTreeMap::from([(
+                    "kubectl.kubernetes.io/default-container".to_string(),
+                    operator::CONTAINER_NAME.to_string(),
+                )])),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(PodSpec {
+                service_account_name: Some(operator::SERVICE_ACCOUNT_NAME.to_string()),
+                containers: vec![container(image)],
+                security_context: Some(PodSecurityContext {
+                    run_as_non_root: Some(true),
+                    seccomp_profile: Some(SeccompProfile {
+                        type_: "RuntimeDefault".to_string(),
+                        ..SeccompProfile::default()
+                    }),
+                    ..PodSecurityContext::default()
+                }),
+                termination_grace_period_seconds: Some(10),
+                affinity: Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        preferred_during_scheduling_ignored_during_execution: Some(vec![
+                            WeightedPodAffinityTerm {
+                                weight: 100,
+                                pod_affinity_term: PodAffinityTerm {
+                                    label_selector: Some(LabelSelector {
+                                        match_labels: Some(labels),
+                                        ..LabelSelector::default()
+                                    }),
+                                    topology_key: "kubernetes.io/hostname".to_string(),
+                                    ..PodAffinityTerm::default()
+                                },
+                            },
+                        ]),
+                        ..PodAntiAffinity::default()
+                    }),
+                    ..Affinity::default()
+                }),
+                ..PodSpec::default()
+            }),
+        },
+        ..DeploymentSpec::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_security_context_fits_restricted_v2_without_a_fixed_user() {
+        let spec = spec("example.com/operator:v1");
+        let pod = spec.template.spec.expect("pod spec");
+        let pod_ctx = pod.security_context.expect("pod security context");
+        assert_eq!(pod_ctx.run_as_non_root, Some(true));
+        assert_eq!(pod_ctx.run_as_user, None);
+        let ctx = pod.containers[0].security_context.clone().expect("ctx");
+        assert_eq!(ctx.run_as_user, None);
+        assert_eq!(ctx.allow_privilege_escalation, Some(false));
+        assert_eq!(ctx.read_only_root_filesystem, Some(true));
+        assert_eq!(
+            ctx.capabilities.and_then(|c| c.drop),
+            Some(vec!["ALL".to_string()])
+        );
+    }
+
+    #[test]
+    fn the_container_listens_on_the_operator_ports() {
+        let c = container("example.com/operator:v1");
+        let ports: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
+        assert_eq!(ports, vec![9443, 8081, 8080]);
+        assert_eq!(c.name, operator::CONTAINER_NAME);
+    }
+}

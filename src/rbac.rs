@@ -1,0 +1,130 @@
+//! Declares the permissions the operator needs, once: the CSV's `clusterPermissions` and
+//! `permissions` and the `config/rbac` roles are all written from these two lists.
+//!
+//! No rule uses a wildcard. Cluster-wide rules cover what the controller watches and owns in
+//! every namespace; namespaced rules cover what it only touches in its own namespace (the
+//! leader-election Lease).
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+use crate::api;
+
+/// Verbs to read and watch a resource.
+const READ: &[&str] = &["get", "list", "watch"];
+/// Verbs to own a resource: read it, apply it (create/patch/update) and delete it.
+const OWN: &[&str] = &[
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_string()]),
+        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+/// Rules granted in every namespace (a ClusterRole).
+pub fn cluster_rules() -> Vec<PolicyRule> {
+    vec![
+        // The API it reconciles: read and update the objects (finalizers), write status.
+        rule(
+            api::GROUP,
+            &[api::PLURAL],
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        rule(
+            api::GROUP,
+            &[&format!("{}/status", api::PLURAL)],
+            &["get", "update", "patch"],
+        ),
+        rule(
+            api::GROUP,
+            &[&format!("{}/finalizers", api::PLURAL)],
+            &["update"],
+        ),
+        // What it creates for each Memcached.
+        rule("apps", &["statefulsets"], OWN),
+        rule("", &["services"], OWN),
+        rule("policy", &["poddisruptionbudgets"], OWN),
+        // Pods, to report which servers are ready.
+        rule("", &["pods"], READ),
+        // Events about the objects it reconciles, through either API.
+        rule("events.k8s.io", &["events"], &["create", "patch"]),
+        rule("", &["events"], &["create", "patch"]),
+    ]
+}
+
+/// Rules granted only in the operator's own namespace (a Role): leader election.
+pub fn namespaced_rules() -> Vec<PolicyRule> {
+    vec![rule(
+        "coordination.k8s.io",
+        &["leases"],
+        &[
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ],
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_rules() -> Vec<PolicyRule> {
+        cluster_rules()
+            .into_iter()
+            .chain(namespaced_rules())
+            .collect()
+    }
+
+    #[test]
+    fn no_rule_uses_a_wildcard() {
+        for rule in all_rules() {
+            let words = rule
+                .api_groups
+                .iter()
+                .flatten()
+                .chain(rule.resources.iter().flatten())
+                .chain(rule.verbs.iter());
+            for word in words {
+                assert!(!word.contains('*'), "{rule:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn leases_are_only_granted_in_the_operator_namespace() {
+        let grants_leases = |rules: Vec<PolicyRule>| {
+            rules
+                .iter()
+                .any(|r| r.resources.iter().flatten().any(|res| res == "leases"))
+        };
+        assert!(!grants_leases(cluster_rules()));
+        assert!(grants_leases(namespaced_rules()));
+    }
+
+    #[test]
+    fn pods_are_read_only_and_pod_status_is_not_granted() {
+        for rule in all_rules() {
+            let resources: Vec<_> = rule.resources.iter().flatten().collect();
+            assert!(!resources.iter().any(|r| *r == "pods/status"), "{rule:?}");
+            if resources.iter().any(|r| *r == "pods") {
+                assert_eq!(rule.verbs, vec!["get", "list", "watch"]);
+            }
+        }
+    }
+
+    #[test]
+    fn no_rule_touches_custom_resource_definitions() {
+        for rule in all_rules() {
+            assert!(
+                !rule
+                    .api_groups
+                    .iter()
+                    .flatten()
+                    .any(|g| g == "apiextensions.k8s.io")
+            );
+        }
+    }
+}
