@@ -447,7 +447,9 @@ impl CertReloader {
         let notifier = changed.clone();
         let mut watcher =
             match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if event.is_ok() {
+                // Opening a file is an event too: reacting to it would make every check
+                // trigger the next one.
+                if event.is_ok_and(|event| !matches!(event.kind, notify::EventKind::Access(_))) {
                     notifier.notify_one();
                 }
             }) {

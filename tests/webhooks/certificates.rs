@@ -354,3 +354,29 @@ async fn a_mismatched_pair_is_refused_and_the_old_certificate_kept() {
             .contains("memcached_operator_webhook_certificate_reload_failures_total 1"),
     );
 }
+
+#[tokio::test]
+async fn the_watch_goes_quiet_after_a_change_instead_of_reacting_to_its_own_reads() {
+    let root = TempDir::new().expect("tempdir");
+    let ca = Ca::root();
+    let leaf = ca.serving(KeyForm::EcPkcs8);
+    pki::write(
+        root.path(),
+        Layout::ServingCerts,
+        &leaf.cert_pem,
+        &leaf.key_pem,
+    );
+    let server = Server::start(Certs::Root(root.path()), &["--cert-poll-interval", "60s"]).await;
+    server.wait_ready(Duration::from_secs(5)).await;
+    // A change in the watched directory makes the server read the certificate files once.
+    std::fs::write(
+        root.path().join(OLM_SERVING_CERTS_DIR).join("unrelated"),
+        "x",
+    )
+    .expect("write");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = server.read_syscalls();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let reads = server.read_syscalls() - before;
+    assert!(reads < 20, "{reads} reads in a second of idleness");
+}

@@ -160,6 +160,16 @@ impl Server {
             .expect("VmRSS")
     }
 
+    /// The read system calls the process has made (`syscr` of `/proc/PID/io`).
+    pub fn read_syscalls(&self) -> u64 {
+        let pid = self.child.id().expect("the server is running");
+        let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("proc io");
+        io.lines()
+            .find_map(|line| line.strip_prefix("syscr:"))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("syscr")
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let pid = self.child.id().expect("the server is running");
