@@ -326,6 +326,33 @@ pub enum CheckOutcome {
 }
 
 /// Watches the certificate files and keeps [`CertResolver`] serving the newest pair that loads.
+///
+/// # Example
+///
+/// ```no_run
+/// use std::path::Path;
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use memcached_operator::telemetry::Metrics;
+/// use memcached_operator::webhook::certs::{self, CertReloader, CertResolver};
+/// use memcached_operator::webhook::server::tls_config;
+///
+/// # async fn serve() -> Result<(), rustls::Error> {
+/// let resolver = Arc::new(CertResolver::default());
+/// let mut reloader = CertReloader::new(
+///     certs::candidates(None, Path::new("/")),
+///     resolver.clone(),
+///     certs::crypto_provider(),
+///     Arc::new(Metrics::new()),
+/// );
+/// reloader.check(); // load whatever is there now, before serving
+/// tokio::spawn(reloader.run(Duration::from_secs(10)));
+/// let config = tls_config(resolver, certs::crypto_provider(), false)?;
+/// // Serve with `config`: every handshake gets the newest certificate.
+/// # Ok(())
+/// # }
+/// ```
 pub struct CertReloader {
     candidates: Vec<CertPaths>,
     resolver: Arc<CertResolver>,
