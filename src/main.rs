@@ -1,20 +1,35 @@
-//! Runs the memcached-operator command line.
+//! Runs memcached-operator: parses the command line, sets up logging and the TLS crypto
+//! provider once for the whole process, runs the chosen subcommand and maps its outcome to an
+//! exit code.
+//!
+//! Each subcommand's flags live in the module that implements it; this file only wires them.
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::olm;
+use memcached_operator::{olm, telemetry, webhook};
 
-/// Runs memcached on Kubernetes, and packages itself for OLM.
-#[derive(Debug, Parser)]
-#[command(version, about)]
+/// Exit code of a subcommand that failed.
+const EXIT_FAILURE: u8 = 1;
+/// Exit code when logging cannot be set up (clap uses 2 for usage errors too).
+const EXIT_USAGE: u8 = 2;
+
+/// Runs memcached on Kubernetes, with admission and conversion webhooks, packaged for OLM.
+#[derive(Parser, Debug)]
+#[command(name = "memcached-operator", version, about)]
 struct Cli {
+    #[command(flatten)]
+    log: telemetry::LogArgs,
+
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Subcommand, Debug)]
 enum Command {
+    /// Serves the admission and conversion webhooks over TLS, with probes and metrics.
+    Webhooks(webhook::server::WebhooksArgs),
     /// Write bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
     Generate(olm::cli::GenerateArgs),
     /// Check a registry+v1 bundle directory against OLM's webhook rules.
@@ -22,8 +37,102 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    if let Err(error) = telemetry::init_logging(&cli.log) {
+        eprintln!("memcached-operator: {error}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    match cli.command {
+        Command::Webhooks(args) => match serve_webhooks(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "exiting");
+                ExitCode::from(EXIT_FAILURE)
+            }
+        },
         Command::Generate(args) => olm::cli::generate(&args),
         Command::CheckBundle(args) => olm::cli::check(&args),
+    }
+}
+
+/// Serves the webhooks until SIGTERM or SIGINT.
+fn serve_webhooks(args: webhook::server::WebhooksArgs) -> anyhow::Result<()> {
+    // kube and the webhook server both use rustls with ring: install it once, for everyone.
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        tracing::debug!("a rustls crypto provider was already installed");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let shutdown = shutdown_signal().context("cannot listen for SIGTERM")?;
+        webhook::server::serve(args, shutdown)
+            .await
+            .context("webhook server")
+    })
+}
+
+/// Completes on the first SIGTERM or SIGINT.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "received a shutdown signal");
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn webhooks_args(cli: Cli) -> webhook::server::WebhooksArgs {
+        match cli.command {
+            Command::Webhooks(args) => args,
+            #[allow(unreachable_patterns)]
+            other => panic!("expected the webhooks subcommand, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn webhooks_defaults_to_controller_runtimes_ports_and_olms_root() {
+        let cli = Cli::try_parse_from(["memcached-operator", "webhooks"]).expect("parses");
+        let args = webhooks_args(cli);
+        assert_eq!(args.webhook_port, 9443);
+        assert_eq!(args.probe_port, 8081);
+        assert_eq!(args.metrics_port, 8080);
+        assert_eq!(args.cert_root, std::path::PathBuf::from("/"));
+        assert!(!args.enable_http2);
+    }
+
+    #[test]
+    fn logging_flags_are_accepted_after_the_subcommand() {
+        let cli = Cli::try_parse_from([
+            "memcached-operator",
+            "webhooks",
+            "--log-format",
+            "text",
+            "--request-timeout",
+            "250ms",
+        ])
+        .expect("parses");
+        assert_eq!(cli.log.log_format, telemetry::LogFormat::Text);
+        let args = webhooks_args(cli);
+        assert_eq!(args.request_timeout, std::time::Duration::from_millis(250));
     }
 }

@@ -4,6 +4,10 @@
 //! A path, a rule or a port spelled anywhere else is a bug: the server, the CSV and the
 //! `config/` manifests all read this table.
 
+pub mod certs;
+pub mod review;
+pub mod server;
+
 use crate::api;
 use crate::operator;
 
