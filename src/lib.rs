@@ -7,6 +7,7 @@ pub mod controller;
 pub mod olm;
 pub mod operator;
 pub mod rbac;
+pub mod run;
 pub mod telemetry;
 pub mod webhook;
 pub mod wiring;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::{olm, telemetry, webhook};
+use memcached_operator::{olm, run, telemetry, webhook, wiring};
 
 /// Exit code of a subcommand that failed.
 const EXIT_FAILURE: u8 = 1;
@@ -28,12 +28,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Runs the operator: the webhooks on every replica, the controller on the leader.
+    Run(run::RunArgs),
     /// Serves the admission and conversion webhooks over TLS, with probes and metrics.
     Webhooks(webhook::server::WebhooksArgs),
     /// Write bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
     Generate(olm::cli::GenerateArgs),
     /// Check a registry+v1 bundle directory against OLM's webhook rules.
     CheckBundle(olm::cli::CheckBundleArgs),
+    /// Apply a bundle's CRDs and create the webhook configurations and CRD conversion OLM
+    /// would, calling the webhooks at a URL (for clusters without OLM, like `make run`'s).
+    InstallWebhooks(wiring::InstallArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,21 +47,49 @@ fn main() -> ExitCode {
         eprintln!("memcached-operator: {error}");
         return ExitCode::from(EXIT_USAGE);
     }
-    match cli.command {
-        Command::Webhooks(args) => match serve_webhooks(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                tracing::error!(error = format!("{error:#}"), "exiting");
-                ExitCode::from(EXIT_FAILURE)
-            }
-        },
-        Command::Generate(args) => olm::cli::generate(&args),
-        Command::CheckBundle(args) => olm::cli::check(&args),
+    let served =
+        match cli.command {
+            Command::Run(args) => until_signalled(|shutdown| async move {
+                run::run(args, shutdown).await.context("operator")
+            }),
+            Command::Webhooks(args) => until_signalled(|shutdown| async move {
+                webhook::server::serve(args, shutdown)
+                    .await
+                    .context("webhook server")
+            }),
+            Command::InstallWebhooks(args) => until_signalled(|_| async move {
+                let client = kube::Client::try_default()
+                    .await
+                    .context("cannot configure a Kubernetes client (KUBECONFIG)")?;
+                let wiring = wiring::install(&args, &client).await?;
+                tracing::info!(
+                    mutating = wiring.mutating.len(),
+                    validating = wiring.validating.len(),
+                    conversions = wiring.conversions.len(),
+                    url = %args.url,
+                    "installed the CRDs and the webhook wiring"
+                );
+                Ok(())
+            }),
+            Command::Generate(args) => return olm::cli::generate(&args),
+            Command::CheckBundle(args) => return olm::cli::check(&args),
+        };
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "exiting");
+            ExitCode::from(EXIT_FAILURE)
+        }
     }
 }
 
-/// Serves the webhooks until SIGTERM or SIGINT.
-fn serve_webhooks(args: webhook::server::WebhooksArgs) -> anyhow::Result<()> {
+/// Runs `serve` on a multi-threaded runtime until it returns; its argument completes on the
+/// first SIGTERM or SIGINT.
+fn until_signalled<F, Fut>(serve: F) -> anyhow::Result<()>
+where
+    F: FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     // kube and the webhook server both use rustls with ring: install it once, for everyone.
     if rustls::crypto::ring::default_provider()
         .install_default()
@@ -70,9 +103,7 @@ fn serve_webhooks(args: webhook::server::WebhooksArgs) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
         let shutdown = shutdown_signal().context("cannot listen for SIGTERM")?;
-        webhook::server::serve(args, shutdown)
-            .await
-            .context("webhook server")
+        serve(Box::pin(shutdown)).await
     })
 }
 

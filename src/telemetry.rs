@@ -159,6 +159,8 @@ pub struct Metrics {
     certificate_reloads: Counter,
     certificate_reload_failures: Counter,
     certificate_expiry: Gauge,
+    /// The controller's reconciliation metrics, in the same registry.
+    pub controller: crate::controller::metrics::Metrics,
 }
 
 impl fmt::Debug for Metrics {
@@ -222,6 +224,7 @@ impl Metrics {
             "notAfter of the serving certificate, in Unix seconds (0 when none is loaded)",
             certificate_expiry.clone(),
         );
+        let controller = crate::controller::metrics::Metrics::register(&mut registry);
         Metrics {
             registry,
             latency,
@@ -231,6 +234,7 @@ impl Metrics {
             certificate_reloads,
             certificate_reload_failures,
             certificate_expiry,
+            controller,
         }
     }
 

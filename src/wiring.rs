@@ -13,21 +13,21 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhook, MutatingWebhookConfiguration, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, ServiceReference as CrdServiceReference,
     WebhookClientConfig as CrdWebhookClientConfig, WebhookConversion,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+use crate::olm::csv::{WebhookDescription, webhook_type};
 use crate::operator;
 
 /// The label naming the description a configuration came from (OLM's `WebhookDescKey`).
@@ -69,80 +69,28 @@ pub enum WiringError {
     },
 }
 
-/// OLM's WebhookDescription, as much of it as the wiring reads.
-#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct WebhookDescription {
-    /// The webhook's name and its configuration's name prefix.
-    pub generate_name: String,
-    /// ValidatingAdmissionWebhook, MutatingAdmissionWebhook or ConversionWebhook.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// The Deployment serving it.
-    #[serde(default)]
-    pub deployment_name: Option<String>,
-    /// The Service port (443 when unset).
-    #[serde(default)]
-    pub container_port: Option<i32>,
-    /// Admission rules.
-    #[serde(default)]
-    pub rules: Option<Vec<RuleWithOperations>>,
-    /// `failurePolicy`.
-    #[serde(default)]
-    pub failure_policy: Option<String>,
-    /// `matchPolicy`.
-    #[serde(default)]
-    pub match_policy: Option<String>,
-    /// `objectSelector`.
-    #[serde(default)]
-    pub object_selector: Option<LabelSelector>,
-    /// `sideEffects`.
-    #[serde(default)]
-    pub side_effects: Option<String>,
-    /// `timeoutSeconds`.
-    #[serde(default)]
-    pub timeout_seconds: Option<i32>,
-    /// Review versions.
-    #[serde(default)]
-    pub admission_review_versions: Vec<String>,
-    /// `reinvocationPolicy` (mutating only).
-    #[serde(default)]
-    pub reinvocation_policy: Option<String>,
-    /// The URL path.
-    #[serde(default)]
-    pub webhook_path: Option<String>,
-    /// CRDs whose conversion this webhook performs.
-    #[serde(default, rename = "conversionCRDs")]
-    pub conversion_crds: Option<Vec<String>>,
+/// OLM's Service name for a description: the deployment name with dots as dashes, then
+/// `-service`.
+pub fn service_name(description: &WebhookDescription) -> String {
+    format!("{}-service", description.deployment_name.replace('.', "-"))
 }
 
-impl WebhookDescription {
-    /// OLM's Service name: the deployment name with dots as dashes, then `-service`.
-    pub fn service_name(&self) -> String {
-        format!(
-            "{}-service",
-            self.deployment_name
-                .as_deref()
-                .unwrap_or_default()
-                .replace('.', "-")
-        )
+/// OLM's Service port for a description: `containerPort`, or 443 when it is 0 or unset.
+fn service_port(description: &WebhookDescription) -> i32 {
+    match description.container_port {
+        Some(port) if port != 0 => port,
+        _ => i32::from(operator::WEBHOOK_SERVICE_PORT),
     }
+}
 
-    fn port(&self) -> i32 {
-        match self.container_port {
-            Some(port) if port != 0 => port,
-            _ => i32::from(operator::WEBHOOK_SERVICE_PORT),
-        }
-    }
-
-    fn hash(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        Sha256::digest(&json)
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
+/// A short, stable digest of a description, for the description-hash label.
+fn description_hash(description: &WebhookDescription) -> String {
+    let json = serde_json::to_vec(description).unwrap_or_default();
+    Sha256::digest(&json)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The objects OLM would create or change for a CSV.
@@ -189,7 +137,10 @@ pub fn wiring(
                 DESCRIPTION_LABEL.to_string(),
                 description.generate_name.clone(),
             ),
-            (DESCRIPTION_HASH_LABEL.to_string(), description.hash()),
+            (
+                DESCRIPTION_HASH_LABEL.to_string(),
+                description_hash(&description),
+            ),
         ]);
         let metadata = ObjectMeta {
             generate_name: Some(format!("{}-", description.generate_name)),
@@ -197,29 +148,28 @@ pub fn wiring(
             ..ObjectMeta::default()
         };
         let client_config = admission_client_config(&description, namespace, endpoint, ca_bundle);
-        match description.type_.as_str() {
-            "ValidatingAdmissionWebhook" => {
-                wiring.validating.push(ValidatingWebhookConfiguration {
-                    metadata,
-                    webhooks: Some(vec![ValidatingWebhook {
-                        name: description.generate_name.clone(),
-                        rules: description.rules.clone(),
-                        failure_policy: description.failure_policy.clone(),
-                        match_policy: description.match_policy.clone(),
-                        object_selector: description.object_selector.clone(),
-                        side_effects: description.side_effects.clone().unwrap_or_default(),
-                        timeout_seconds: description.timeout_seconds,
-                        admission_review_versions: description.admission_review_versions.clone(),
-                        client_config,
-                        ..ValidatingWebhook::default()
-                    }]),
-                })
-            }
-            "MutatingAdmissionWebhook" => wiring.mutating.push(MutatingWebhookConfiguration {
+        let rules = (!description.rules.is_empty()).then(|| description.rules.clone());
+        match description.kind.as_str() {
+            webhook_type::VALIDATING => wiring.validating.push(ValidatingWebhookConfiguration {
+                metadata,
+                webhooks: Some(vec![ValidatingWebhook {
+                    name: description.generate_name.clone(),
+                    rules: rules.clone(),
+                    failure_policy: description.failure_policy.clone(),
+                    match_policy: description.match_policy.clone(),
+                    object_selector: description.object_selector.clone(),
+                    side_effects: description.side_effects.clone().unwrap_or_default(),
+                    timeout_seconds: description.timeout_seconds,
+                    admission_review_versions: description.admission_review_versions.clone(),
+                    client_config,
+                    ..ValidatingWebhook::default()
+                }]),
+            }),
+            webhook_type::MUTATING => wiring.mutating.push(MutatingWebhookConfiguration {
                 metadata,
                 webhooks: Some(vec![MutatingWebhook {
                     name: description.generate_name.clone(),
-                    rules: description.rules.clone(),
+                    rules: rules.clone(),
                     failure_policy: description.failure_policy.clone(),
                     match_policy: description.match_policy.clone(),
                     object_selector: description.object_selector.clone(),
@@ -231,7 +181,7 @@ pub fn wiring(
                     ..MutatingWebhook::default()
                 }]),
             }),
-            "ConversionWebhook" => {
+            webhook_type::CONVERSION => {
                 let path = description
                     .webhook_path
                     .clone()
@@ -244,16 +194,16 @@ pub fn wiring(
                     },
                     Endpoint::Service => CrdWebhookClientConfig {
                         service: Some(CrdServiceReference {
-                            name: description.service_name(),
+                            name: service_name(&description),
                             namespace: namespace.into(),
                             path: Some(path),
-                            port: Some(description.port()),
+                            port: Some(service_port(&description)),
                         }),
                         ca_bundle: Some(ByteString(ca_bundle.to_vec())),
                         url: None,
                     },
                 };
-                for crd in description.conversion_crds.iter().flatten() {
+                for crd in &description.conversion_crds {
                     wiring.conversions.push((
                         crd.clone(),
                         CustomResourceConversion {
@@ -297,10 +247,10 @@ fn admission_client_config(
         },
         Endpoint::Service => WebhookClientConfig {
             service: Some(ServiceReference {
-                name: description.service_name(),
+                name: service_name(description),
                 namespace: namespace.into(),
                 path: description.webhook_path.clone(),
-                port: Some(description.port()),
+                port: Some(service_port(description)),
             }),
             ca_bundle,
             url: None,
@@ -376,6 +326,80 @@ where
             .map_err(api_error(format!("update {kind} {}", live.name_any())))?;
     }
     Ok(())
+}
+
+/// Flags of `memcached-operator install-webhooks`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct InstallArgs {
+    /// The bundle's manifests directory: its CRDs are applied and its CSV wired.
+    #[arg(long, default_value = "bundle/manifests")]
+    pub bundle: std::path::PathBuf,
+    /// Where the API server reaches the webhooks, e.g. `https://127.0.0.1:9443`.
+    #[arg(long)]
+    pub url: String,
+    /// PEM file with the CA that signed the webhooks' serving certificate.
+    #[arg(long)]
+    pub ca_file: std::path::PathBuf,
+    /// The namespace the operator is installed in (for OLM's owner labels).
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+}
+
+/// Installs a bundle as far as the API server is concerned: applies its CRDs, then creates the
+/// webhook configurations and CRD conversion OLM would, calling the webhooks at `--url`.
+pub async fn install(args: &InstallArgs, client: &Client) -> Result<Wiring, WiringError> {
+    let ca_bundle = std::fs::read(&args.ca_file).map_err(|e| {
+        WiringError::Csv(format!(
+            "cannot read the CA file {}: {e}",
+            args.ca_file.display()
+        ))
+    })?;
+    let mut csv = None;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut entries: Vec<_> = std::fs::read_dir(&args.bundle)
+        .map_err(|e| WiringError::Csv(format!("cannot read {}: {e}", args.bundle.display())))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| WiringError::Csv(format!("cannot read {}: {e}", path.display())))?;
+        let documents = crate::olm::yaml::documents(&text)
+            .map_err(|e| WiringError::Csv(format!("{}: {e}", path.display())))?;
+        for document in documents {
+            match document.get("kind").and_then(Value::as_str) {
+                Some("ClusterServiceVersion") => csv = Some(document),
+                Some("CustomResourceDefinition") => {
+                    let crd: CustomResourceDefinition = serde_json::from_value(document)
+                        .map_err(|e| WiringError::Csv(format!("{}: {e}", path.display())))?;
+                    let name = crd.name_any();
+                    crds.patch(
+                        &name,
+                        &PatchParams::apply(operator::NAME).force(),
+                        &Patch::Apply(&crd),
+                    )
+                    .await
+                    .map_err(api_error(format!("apply CRD {name}")))?;
+                }
+                _ => {}
+            }
+        }
+    }
+    let csv = csv.ok_or_else(|| {
+        WiringError::Csv(format!(
+            "no ClusterServiceVersion in {}",
+            args.bundle.display()
+        ))
+    })?;
+    let wiring = wiring(
+        &csv,
+        &args.namespace,
+        &Endpoint::Url(args.url.clone()),
+        &ca_bundle,
+    )?;
+    apply(client, &wiring).await?;
+    Ok(wiring)
 }
 
 #[cfg(test)]

@@ -41,26 +41,27 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them under `memcached_operator_controller_*`.
+    /// Creates the metrics and registers them as `controller_*` in `registry` (whose prefix makes
+    /// them `memcached_operator_controller_*`).
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self::default();
         registry.register(
-            "memcached_operator_controller_reconciliations",
+            "controller_reconciliations",
             "Reconciliations started",
             metrics.reconciliations.clone(),
         );
         registry.register(
-            "memcached_operator_controller_reconcile_duration_seconds",
+            "controller_reconcile_duration_seconds",
             "How long reconciliations take",
             metrics.duration.clone(),
         );
         registry.register(
-            "memcached_operator_controller_errors",
+            "controller_errors",
             "Failed reconciliations and invalid specs, by reason",
             metrics.errors.clone(),
         );
         registry.register(
-            "memcached_operator_controller_leader",
+            "controller_leader",
             "1 while this replica reconciles (holds the leader lease)",
             metrics.leader.clone(),
         );

@@ -146,11 +146,13 @@ struct App {
 struct Readiness {
     resolver: Arc<CertResolver>,
     serving: AtomicBool,
+    /// False when the webhooks are not served: readiness then needs no certificate.
+    needs_certificate: bool,
 }
 
 impl Readiness {
     fn check(&self) -> Result<(), &'static str> {
-        if !self.resolver.is_loaded() {
+        if self.needs_certificate && !self.resolver.is_loaded() {
             return Err("no usable serving certificate yet");
         }
         if !self.serving.load(Ordering::Acquire) {
@@ -185,8 +187,19 @@ pub async fn serve(
     args: WebhooksArgs,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
+    serve_with(args, Arc::new(Metrics::new()), true, shutdown).await
+}
+
+/// Serves the probes and metrics (recording into `metrics`) and, when `webhooks` is true, the
+/// webhooks, until `shutdown` completes. Without webhooks, `/readyz` needs no certificate and
+/// no TLS listener is opened.
+pub async fn serve_with(
+    args: WebhooksArgs,
+    metrics: Arc<Metrics>,
+    webhooks: bool,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServerError> {
     let started = Instant::now();
-    let metrics = Arc::new(Metrics::new());
     let provider = certs::crypto_provider();
     let resolver = Arc::new(CertResolver::default());
     let mut reloader = CertReloader::new(
@@ -195,10 +208,13 @@ pub async fn serve(
         provider.clone(),
         metrics.clone(),
     );
-    reloader.check();
+    if webhooks {
+        reloader.check();
+    }
     let readiness = Arc::new(Readiness {
         resolver: resolver.clone(),
         serving: AtomicBool::new(false),
+        needs_certificate: webhooks,
     });
     let (stop, stopped) = watch::channel(false);
 
@@ -217,6 +233,20 @@ pub async fn serve(
         stopped,
     ));
 
+    if !webhooks {
+        readiness.serving.store(true, Ordering::Release);
+        tracing::info!("serving probes and metrics; webhooks are disabled");
+        shutdown.await;
+        readiness.serving.store(false, Ordering::Release);
+        let _ = stop.send(true);
+        for (server, result) in [
+            ("probes", probe_task.await),
+            ("metrics", metrics_task.await),
+        ] {
+            finished_cleanly(server, result)?;
+        }
+        return Ok(());
+    }
     let webhook_listener = bind("webhooks", args.bind_address, args.webhook_port).await?;
     let webhook_address = local_address("webhooks", &webhook_listener)?;
     let webhook_listener = webhook_listener
@@ -286,19 +316,25 @@ pub async fn serve(
         ("probes", probes_finished),
         ("metrics", metrics_finished),
     ] {
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(source)) => return Err(ServerError::Serve { server, source }),
-            Err(join) => {
-                return Err(ServerError::Serve {
-                    server,
-                    source: io::Error::other(join.to_string()),
-                });
-            }
-        }
+        finished_cleanly(server, result)?;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Turns a server task's outcome into an error naming the server.
+fn finished_cleanly(
+    server: &'static str,
+    result: Result<io::Result<()>, tokio::task::JoinError>,
+) -> Result<(), ServerError> {
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(ServerError::Serve { server, source }),
+        Err(join) => Err(ServerError::Serve {
+            server,
+            source: io::Error::other(join.to_string()),
+        }),
+    }
 }
 
 async fn bind(

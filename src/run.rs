@@ -1,0 +1,230 @@
+//! Runs the operator as its Deployment does: the webhook server on every replica, and the
+//! controller on the one replica that holds the leader Lease.
+//!
+//! Losing the lease stops reconciling at once; SIGTERM stops the controller first and only
+//! then releases the lease, so two replicas never reconcile at the same time. The webhook
+//! server keeps serving throughout, because the API server calls every replica.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ArgAction;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
+use thiserror::Error;
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::admission::Defaults;
+use crate::controller::leader::{Elector, Timing};
+use crate::controller::{self, Context};
+use crate::telemetry::Metrics;
+use crate::webhook::server::{ServerError, WebhooksArgs, serve_with};
+
+/// The Lease the replicas compete for.
+pub const DEFAULT_LEASE_NAME: &str = "memcached-operator-leader";
+
+/// Flags of `memcached-operator run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub server: WebhooksArgs,
+
+    /// Serve the admission and conversion webhooks; with `--webhooks=false` only the
+    /// controller, probes and metrics run, and the controller still defaults and validates.
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    pub webhooks: bool,
+
+    /// Elect a leader among replicas, so that exactly one reconciles.
+    #[arg(long, default_value_t = true, action = ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader Lease: the operator's own.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// Name of the leader Lease.
+    #[arg(long, default_value = DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
+
+    /// How long other replicas wait before taking over an unrenewed lease.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it stops reconciling.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+
+    /// How often to try to acquire or renew the lease.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+}
+
+/// Why the operator could not run.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// No Kubernetes client could be configured.
+    #[error("cannot configure a Kubernetes client (in-cluster or KUBECONFIG): {0}")]
+    Client(#[source] kube::Error),
+    /// Leader election has no namespace to put its Lease in.
+    #[error(
+        "leader election needs the operator's namespace: set POD_NAMESPACE or --lease-namespace, \
+         or pass --leader-elect=false"
+    )]
+    NoLeaseNamespace,
+    /// The renew deadline is not shorter than the lease.
+    #[error("--renew-deadline ({renew:?}) must be shorter than --lease-duration ({lease:?})")]
+    BadTiming {
+        /// The renew deadline.
+        renew: Duration,
+        /// The lease duration.
+        lease: Duration,
+    },
+    /// The webhook, probe or metrics server failed.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+}
+
+/// Runs the webhook server and, while leading, the controller, until `shutdown` completes.
+pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Result<(), RunError> {
+    if args.leader_elect && args.renew_deadline >= args.lease_duration {
+        return Err(RunError::BadTiming {
+            renew: args.renew_deadline,
+            lease: args.lease_duration,
+        });
+    }
+    let lease_namespace = match (&args.lease_namespace, args.leader_elect) {
+        (Some(namespace), _) => Some(namespace.clone()),
+        (None, true) => return Err(RunError::NoLeaseNamespace),
+        (None, false) => None,
+    };
+    let client = Client::try_default().await.map_err(RunError::Client)?;
+    let metrics = Arc::new(Metrics::new());
+    let platform = controller::detect_platform(&client).await;
+    info!(
+        ?platform,
+        webhooks = args.webhooks,
+        leader_elect = args.leader_elect,
+        "starting"
+    );
+    let context = Arc::new(Context::new(
+        client.clone(),
+        Defaults::from_env(),
+        platform,
+        metrics.controller.clone(),
+    ));
+
+    let (stop_server, server_stopped) = watch::channel(false);
+    let server = tokio::spawn(serve_with(
+        args.server.clone(),
+        metrics.clone(),
+        args.webhooks,
+        stopped(server_stopped),
+    ));
+    let (stop_controller, controller_stopped) = watch::channel(false);
+    let leading = match lease_namespace {
+        None => tokio::spawn(reconcile_unelected(context, controller_stopped)),
+        Some(namespace) => {
+            let elector = Elector::new(
+                Api::<Lease>::namespaced(client, &namespace),
+                &args.lease_name,
+                &identity(),
+                Timing {
+                    lease_duration: args.lease_duration,
+                    renew_deadline: args.renew_deadline,
+                    retry_period: args.retry_period,
+                },
+            );
+            tokio::spawn(reconcile_while_leading(
+                context,
+                elector,
+                controller_stopped,
+            ))
+        }
+    };
+
+    let mut server = server;
+    let server_result = tokio::select! {
+        () = shutdown => None,
+        finished = &mut server => Some(finished),
+    };
+    let _ = stop_controller.send(true);
+    let _ = leading.await;
+    let _ = stop_server.send(true);
+    let finished = match server_result {
+        Some(finished) => finished,
+        None => server.await,
+    };
+    match finished {
+        Ok(result) => result.map_err(RunError::from),
+        Err(join) => Err(RunError::Server(ServerError::Serve {
+            server: "webhooks",
+            source: std::io::Error::other(join.to_string()),
+        })),
+    }
+}
+
+/// Completes when `stop` turns true (or its sender is gone).
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+async fn reconcile_unelected(context: Arc<Context>, stop: watch::Receiver<bool>) {
+    context.metrics.leader.set(1);
+    controller::run_controller(context.clone(), stopped(stop)).await;
+    context.metrics.leader.set(0);
+}
+
+async fn reconcile_while_leading(
+    context: Arc<Context>,
+    elector: Elector,
+    mut stop: watch::Receiver<bool>,
+) {
+    let (leading_sender, mut leading) = watch::channel(false);
+    let (stop_election, election_stopped) = watch::channel(false);
+    let election = tokio::spawn(elector.run(leading_sender, election_stopped));
+    loop {
+        tokio::select! {
+            became = leading.wait_for(|leading| *leading) => if became.is_err() { break },
+            _ = stop.wait_for(|stop| *stop) => break,
+        }
+        context.metrics.leader.set(1);
+        let (stop_reconciling, reconciling_stopped) = watch::channel(false);
+        let mut reconciling = tokio::spawn(controller::run_controller(
+            context.clone(),
+            stopped(reconciling_stopped),
+        ));
+        let shutting_down = tokio::select! {
+            _ = leading.wait_for(|leading| !*leading) => false,
+            _ = stop.wait_for(|stop| *stop) => true,
+            _ = &mut reconciling => false,
+        };
+        if shutting_down {
+            // Let reconciliations in flight finish, then give up the lease.
+            let _ = stop_reconciling.send(true);
+            let _ = reconciling.await;
+        } else {
+            // The lease is gone: another replica may already reconcile. Stop at once.
+            reconciling.abort();
+            let _ = reconciling.await;
+            info!("stopped reconciling: no longer the leader");
+        }
+        context.metrics.leader.set(0);
+        if shutting_down {
+            break;
+        }
+    }
+    let _ = stop_election.send(true);
+    let _ = election.await;
+}
+
+/// A name for this replica in the Lease: the pod's name and a per-process suffix.
+fn identity() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| crate::operator::NAME.to_string());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{}_{nanos:x}", std::process::id())
+}
