@@ -1,0 +1,349 @@
+//! Shows the controller at work with the real StatefulSet controller and garbage collector:
+//! owned children, the scale subresource, rolling configuration changes, honest status from
+//! Ready pods, repair of deleted children, cascading deletion, and defense in depth.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Pod, ResourceRequirements, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use memcached_operator::admission::{Defaults, default_spec, validate_create};
+use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
+use memcached_operator::controller::children::CONFIG_HASH_ANNOTATION;
+use memcached_operator::wiring::DESCRIPTION_LABEL;
+use serde_json::json;
+
+use crate::cluster::{Env, eventually, kubectl};
+use crate::process::RELATED_IMAGE;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn create(
+    env: &Env,
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+) -> (Api<Memcached>, Memcached) {
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), namespace);
+    let spec = MemcachedSpec {
+        replicas: Some(replicas),
+        ..MemcachedSpec::default()
+    };
+    let created = api
+        .create(&PostParams::default(), &Memcached::new(name, spec))
+        .await
+        .expect("the Memcached is created");
+    (api, created)
+}
+
+async fn child<K>(env: &Env, namespace: &str, name: &str) -> K
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(env.client.clone(), namespace);
+    eventually(
+        &format!("{} {namespace}/{name} exists", K::kind(&())),
+        WAIT,
+        || async { api.get_opt(name).await.ok().flatten() },
+    )
+    .await
+}
+
+fn owned_by(child: &impl Resource, owner: &Memcached) {
+    let owners = child.meta().owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0].uid, owner.uid().unwrap_or_default());
+    assert_eq!(owners[0].kind, "Memcached");
+    assert_eq!(owners[0].controller, Some(true));
+    assert_eq!(owners[0].block_owner_deletion, Some(true));
+}
+
+pub async fn children_appear_owned_by_the_memcached(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-children").await;
+    let (_, memcached) = create(&env, &namespace, "cache", 3).await;
+    let sts: StatefulSet = child(&env, &namespace, "cache").await;
+    let svc: Service = child(&env, &namespace, "cache").await;
+    let pdb: PodDisruptionBudget = child(&env, &namespace, "cache").await;
+    for meta in [sts.meta(), svc.meta(), pdb.meta()] {
+        assert_eq!(
+            meta.labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                .map(String::as_str),
+            Some("memcached-operator")
+        );
+    }
+    owned_by(&sts, &memcached);
+    owned_by(&svc, &memcached);
+    owned_by(&pdb, &memcached);
+    let spec = sts.spec.expect("a StatefulSet spec");
+    assert_eq!(spec.replicas, Some(3));
+    assert_eq!(spec.service_name.as_deref(), Some("cache"));
+    assert_eq!(spec.pod_management_policy.as_deref(), Some("Parallel"));
+    let container = &spec.template.spec.expect("a pod spec").containers[0];
+    assert_eq!(container.image.as_deref(), Some(RELATED_IMAGE));
+    assert_eq!(svc.spec.and_then(|s| s.cluster_ip).as_deref(), Some("None"));
+    // The StatefulSet controller makes the pods.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("three pods exist", WAIT, || async {
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=cache"))
+            .await
+            .ok()?;
+        (list.items.len() == 3).then_some(())
+    })
+    .await;
+}
+
+pub async fn kubectl_scale_works_through_the_scale_subresource(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-scale").await;
+    let (api, _) = create(&env, &namespace, "cache", 1).await;
+    let _: StatefulSet = child(&env, &namespace, "cache").await;
+    let (ok, _, stderr) = kubectl(
+        &env,
+        &["scale", "-n", &namespace, "memcached/cache", "--replicas=4"],
+        None,
+    );
+    assert!(ok, "kubectl scale failed: {stderr}");
+    assert_eq!(api.get("cache").await.expect("get").spec.replicas, Some(4));
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("the StatefulSet has 4 replicas", WAIT, || async {
+        let sts = statefulsets.get("cache").await.ok()?;
+        (sts.spec?.replicas == Some(4)).then_some(())
+    })
+    .await;
+    let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
+    let status = eventually("the scale subresource reports a selector", WAIT, || async {
+        let memcached = api.get("cache").await.ok()?;
+        memcached.status?.selector
+    })
+    .await;
+    assert_eq!(
+        status,
+        "app.kubernetes.io/instance=cache,app.kubernetes.io/name=memcached"
+    );
+    let (ok, stdout, _) = kubectl(
+        &env,
+        &[
+            "get",
+            "--raw",
+            &format!(
+                "/apis/cache.f2367556.dev/v1beta1/namespaces/{namespace}/memcacheds/cache/scale"
+            ),
+        ],
+        None,
+    );
+    assert!(ok);
+    let scale: serde_json::Value = serde_json::from_str(&stdout).expect("a Scale");
+    assert_eq!(scale["spec"]["replicas"], 4);
+    assert_eq!(scale["status"]["selector"], status);
+}
+
+pub async fn a_configuration_change_rolls_the_statefulset(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-roll").await;
+    let (api, _) = create(&env, &namespace, "cache", 1).await;
+    let sts: StatefulSet = child(&env, &namespace, "cache").await;
+    let hash = |sts: &StatefulSet| {
+        sts.spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get(CONFIG_HASH_ANNOTATION).cloned())
+    };
+    let before = hash(&sts).expect("a config hash");
+    // More item memory; dropping resources lets defaulting derive them anew.
+    let change = json!({"spec": {"memcached": {"memoryLimitMB": 128}, "resources": null}});
+    api.patch("cache", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .expect("patched");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    let rolled = eventually("the pod template changes", WAIT, || async {
+        let sts = statefulsets.get("cache").await.ok()?;
+        (hash(&sts)? != before).then_some(sts)
+    })
+    .await;
+    let container = rolled
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("a pod spec")
+        .containers[0]
+        .clone();
+    let args = container.args.unwrap_or_default();
+    assert_eq!(args[..2], ["-m".to_string(), "128".to_string()]);
+    let limit = container
+        .resources
+        .and_then(|r| r.limits)
+        .and_then(|l| l.get("memory").cloned());
+    assert_eq!(limit, Some(Quantity("160Mi".into())));
+    eventually(
+        "the StatefulSet controller rolls to a new revision",
+        WAIT,
+        || async {
+            let status = statefulsets.get("cache").await.ok()?.status?;
+            (status.update_revision.is_some() && status.update_revision != status.current_revision)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+pub async fn ready_pods_make_the_memcached_available_with_its_servers(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-ready").await;
+    let (api, _) = create(&env, &namespace, "cache", 2).await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
+    for pod in ["cache-0", "cache-1"] {
+        let _: Pod = child(&env, &namespace, pod).await;
+        // No kubelet runs here: write the status a kubelet would.
+        let status = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]}});
+        pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("pod status written");
+    }
+    let status = eventually("the Memcached is Available", WAIT, || async {
+        let status = api.get("cache").await.ok()?.status?;
+        let available = status
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "Available")?
+            .clone();
+        (available.status == "True" && available.reason == "AllServersReady").then_some(status)
+    })
+    .await;
+    assert_eq!(status.ready_replicas, Some(2));
+    assert_eq!(
+        status.servers,
+        Some(vec![
+            format!("cache-0.cache.{namespace}.svc:11211"),
+            format!("cache-1.cache.{namespace}.svc:11211"),
+        ])
+    );
+    let degraded = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Degraded")
+        .expect("Degraded");
+    assert_eq!(degraded.status, "False");
+}
+
+pub async fn a_hand_deleted_service_comes_back(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-repair").await;
+    create(&env, &namespace, "cache", 1).await;
+    let original: Service = child(&env, &namespace, "cache").await;
+    let services: Api<Service> = Api::namespaced(env.client.clone(), &namespace);
+    services
+        .delete("cache", &DeleteParams::default())
+        .await
+        .expect("deleted by hand");
+    eventually("the Service comes back", WAIT, || async {
+        let service = services.get_opt("cache").await.ok()??;
+        (service.uid() != original.uid()).then_some(())
+    })
+    .await;
+}
+
+pub async fn deleting_the_memcached_removes_its_children(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-delete").await;
+    let (api, _) = create(&env, &namespace, "cache", 2).await;
+    let _: StatefulSet = child(&env, &namespace, "cache").await;
+    let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
+    api.delete("cache", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    let services: Api<Service> = Api::namespaced(env.client.clone(), &namespace);
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &namespace);
+    eventually(
+        "the garbage collector removes every child",
+        WAIT,
+        || async {
+            let gone = statefulsets.get_opt("cache").await.ok()?.is_none()
+                && services.get_opt("cache").await.ok()?.is_none()
+                && budgets.get_opt("cache").await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+}
+
+pub async fn without_webhooks_an_invalid_spec_is_reported_and_changes_nothing(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-defense").await;
+    // Take the admission webhooks away, as on a cluster where they are not installed.
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+    let ours = ListParams::default().labels(DESCRIPTION_LABEL);
+    mutating
+        .delete_collection(&DeleteParams::default(), &ours)
+        .await
+        .expect("mutating webhook removed");
+    validating
+        .delete_collection(&DeleteParams::default(), &ours)
+        .await
+        .expect("validating webhook removed");
+
+    let spec = MemcachedSpec {
+        resources: Some(ResourceRequirements {
+            requests: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+            limits: Some(
+                [
+                    ("cpu".to_string(), Quantity("500m".into())),
+                    ("memory".to_string(), Quantity("1Gi".into())),
+                ]
+                .into(),
+            ),
+            ..ResourceRequirements::default()
+        }),
+        ..MemcachedSpec::default()
+    };
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let created = api
+        .create(
+            &PostParams::default(),
+            &Memcached::new("invalid", spec.clone()),
+        )
+        .await;
+    let restored = env.install_wiring().await;
+    let created = created.expect("without webhooks the API server admits it");
+    restored.expect("the wiring is restored");
+
+    let mut defaulted = created.clone();
+    defaulted.spec = default_spec(
+        &spec,
+        &Defaults::with_related_image(Some(RELATED_IMAGE.into())),
+    );
+    let expected = validate_create(&defaulted).expect_err("invalid").message;
+    let degraded = eventually("Degraded=True, reason InvalidSpec", WAIT, || async {
+        let status = api.get("invalid").await.ok()?.status?;
+        let degraded = status
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Degraded")?;
+        (degraded.status == "True").then_some(degraded)
+    })
+    .await;
+    assert_eq!(degraded.reason, "InvalidSpec");
+    assert_eq!(degraded.message, expected);
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    assert!(
+        statefulsets
+            .get_opt("invalid")
+            .await
+            .expect("get")
+            .is_none(),
+        "no child is created"
+    );
+}

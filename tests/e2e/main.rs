@@ -1,0 +1,93 @@
+//! Proves the operator against a real kube-apiserver, etcd and kube-controller-manager:
+//! the API server calls the webhooks through OLM-style wiring, and the controller manager
+//! runs the StatefulSet controller and the garbage collector.
+//!
+//! One control plane and one operator serve every scenario; scenarios run one at a time
+//! because some stop the operator or remove the webhook wiring. A control plane that cannot
+//! start fails the run with the reason; nothing is skipped.
+
+#[path = "../webhooks/client.rs"]
+#[allow(dead_code)]
+mod client;
+#[path = "../webhooks/pki.rs"]
+#[allow(dead_code)]
+mod pki;
+#[path = "../webhooks/process.rs"]
+#[allow(dead_code)]
+mod process;
+
+mod admission;
+mod cluster;
+mod controller;
+mod resilience;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+use crate::cluster::Env;
+
+type Scenario = fn(Arc<Env>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+macro_rules! scenarios {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        vec![$((stringify!($name), (|env| Box::pin($module::$name(env))) as Scenario)),*]
+    };
+}
+
+fn main() {
+    let mut args = Arguments::from_args();
+    args.test_threads = Some(1);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => panic!("cannot start a tokio runtime: {error}"),
+    };
+    let scenarios: Vec<(&str, Scenario)> = scenarios![
+        admission::a_minimal_v1beta1_object_is_stored_with_every_default,
+        admission::invalid_objects_are_refused_with_the_validators_message,
+        admission::invalid_objects_are_refused_through_kubectl_apply,
+        admission::deletion_protection_blocks_delete_until_the_annotation_is_removed,
+        admission::a_v1alpha1_round_trip_through_v1beta1_loses_nothing,
+        admission::a_server_side_dry_run_returns_the_defaulted_object_and_stores_nothing,
+        admission::config_default_applies_with_a_server_side_dry_run,
+        controller::children_appear_owned_by_the_memcached,
+        controller::kubectl_scale_works_through_the_scale_subresource,
+        controller::a_configuration_change_rolls_the_statefulset,
+        controller::ready_pods_make_the_memcached_available_with_its_servers,
+        controller::a_hand_deleted_service_comes_back,
+        controller::deleting_the_memcached_removes_its_children,
+        controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
+        resilience::with_the_operator_stopped_writes_fail_and_succeed_after_a_restart,
+        resilience::certificate_rotation_under_continuous_writes_loses_none,
+        resilience::the_fallback_certificate_layout_works_end_to_end,
+        resilience::leadership_passes_to_the_other_replica_on_sigterm,
+    ];
+    let env = runtime.block_on(Env::start()).map(Arc::new);
+    let trials: Vec<Trial> = match &env {
+        Ok(env) => scenarios
+            .into_iter()
+            .map(|(name, scenario)| {
+                let env = env.clone();
+                let handle = runtime.handle().clone();
+                Trial::test(name, move || {
+                    handle.block_on(scenario(env));
+                    Ok::<(), Failed>(())
+                })
+            })
+            .collect(),
+        Err(reason) => {
+            let reason = reason.clone();
+            vec![Trial::test("the_local_control_plane_starts", move || {
+                Err(Failed::from(reason))
+            })]
+        }
+    };
+    let conclusion = libtest_mimic::run(&args, trials);
+    // Stops the operators and the control plane (their Drop impls), inside the runtime.
+    runtime.block_on(async move { drop(env) });
+    conclusion.exit();
+}
