@@ -293,7 +293,6 @@ pub fn desired_service(memcached: &Memcached) -> Service {
                 protocol: Some("TCP".into()),
                 ..ServicePort::default()
             }]),
-            publish_not_ready_addresses: Some(false),
             ..ServiceSpec::default()
         }),
         status: None,

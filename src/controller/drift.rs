@@ -12,32 +12,39 @@ use crate::api::sizes::parse_quantity_millis;
 
 /// Whether `live` lacks or contradicts anything in `desired`.
 pub fn differs(desired: &Value, live: &Value) -> bool {
-    !contains(desired, live, false)
+    first_difference(desired, live).is_some()
 }
 
-fn contains(desired: &Value, live: &Value, in_resources: bool) -> bool {
+/// The path of the first field `live` lacks or contradicts, e.g. `.spec.ports[0].port`.
+pub fn first_difference(desired: &Value, live: &Value) -> Option<String> {
+    difference(desired, live, false)
+}
+
+fn difference(desired: &Value, live: &Value, in_resources: bool) -> Option<String> {
     match (desired, live) {
-        (Value::Object(want), Value::Object(have)) => want.iter().all(|(key, value)| {
+        (Value::Object(want), Value::Object(have)) => want.iter().find_map(|(key, value)| {
             let in_resources = in_resources || key == "resources";
-            match have.get(key) {
-                Some(found) => contains(value, found, in_resources),
-                None => value.is_null(),
-            }
+            let inner = match have.get(key) {
+                Some(found) => difference(value, found, in_resources),
+                None => (!value.is_null()).then(String::new),
+            };
+            inner.map(|path| format!(".{key}{path}"))
         }),
-        (Value::Array(want), Value::Array(have)) => {
-            want.len() == have.len()
-                && want
-                    .iter()
-                    .zip(have)
-                    .all(|(w, h)| contains(w, h, in_resources))
+        (Value::Array(want), Value::Array(have)) if want.len() != have.len() => {
+            Some(format!("[{} items, not {}]", want.len(), have.len()))
         }
+        (Value::Array(want), Value::Array(have)) => want
+            .iter()
+            .zip(have)
+            .enumerate()
+            .find_map(|(i, (w, h))| difference(w, h, in_resources).map(|p| format!("[{i}]{p}"))),
         (Value::String(want), Value::String(have)) if in_resources && want != have => {
             match (parse_quantity_millis(want), parse_quantity_millis(have)) {
-                (Some(a), Some(b)) => a == b,
-                _ => false,
+                (Some(a), Some(b)) if a == b => None,
+                _ => Some(String::new()),
             }
         }
-        (want, have) => want == have,
+        (want, have) => (want != have).then(String::new),
     }
 }
 
@@ -81,6 +88,21 @@ mod tests {
         assert!(!differs(&desired, &live));
         let live = json!({"resources": {"limits": {"memory": "1G", "cpu": "1"}}});
         assert!(differs(&desired, &live));
+    }
+
+    #[test]
+    fn the_first_difference_is_named_by_its_path() {
+        let desired = json!({"spec": {"ports": [{"port": 11211, "name": "memcache"}]}});
+        let live = json!({"spec": {"ports": [{"port": 11212, "name": "memcache"}]}});
+        assert_eq!(
+            first_difference(&desired, &live).as_deref(),
+            Some(".spec.ports[0].port")
+        );
+        assert_eq!(
+            first_difference(&desired, &json!({})).as_deref(),
+            Some(".spec")
+        );
+        assert_eq!(first_difference(&desired, &desired), None);
     }
 
     #[test]

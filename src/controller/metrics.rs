@@ -16,6 +16,13 @@ pub struct ErrorLabels {
     pub reason: String,
 }
 
+/// Labels of the child-write counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChildLabels {
+    /// The child's kind.
+    pub kind: String,
+}
+
 /// The controller's metrics.
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -27,6 +34,8 @@ pub struct Metrics {
     pub errors: Family<ErrorLabels, Counter>,
     /// 1 while this replica holds the leader lease (or runs without leader election).
     pub leader: Gauge,
+    /// Children written (applied or deleted), by kind.
+    pub child_writes: Family<ChildLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -36,6 +45,7 @@ impl Default for Metrics {
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             errors: Family::default(),
             leader: Gauge::default(),
+            child_writes: Family::default(),
         }
     }
 }
@@ -61,6 +71,11 @@ impl Metrics {
             metrics.errors.clone(),
         );
         registry.register(
+            "controller_child_writes",
+            "Children written (applied or deleted), by kind",
+            metrics.child_writes.clone(),
+        );
+        registry.register(
             "controller_leader",
             "1 while this replica reconciles (holds the leader lease)",
             metrics.leader.clone(),
@@ -75,6 +90,15 @@ impl Metrics {
             histogram: &self.duration,
             start: Instant::now(),
         }
+    }
+
+    /// Counts a write of a child.
+    pub fn child_written(&self, kind: &str) {
+        self.child_writes
+            .get_or_create(&ChildLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// Counts an error.

@@ -302,6 +302,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
             EventType::Warning,
             "ReconcileFailed",
             error.to_string(),
+            None,
         )
         .await;
         return Err(error);
@@ -313,6 +314,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
             EventType::Warning,
             "InvalidSpec",
             message.clone(),
+            None,
         )
         .await;
         return Ok(Action::await_change());
@@ -330,7 +332,7 @@ async fn ensure<K>(
     desired: K,
 ) -> Result<K, Error>
 where
-    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
     let name = owner.name_any();
     let live = api
@@ -339,12 +341,17 @@ where
         .map_err(|e| api_error("get", kind, owner, e))?;
     if let Some(live) = &live {
         let (want, have) = (serde_json::to_value(&desired), serde_json::to_value(live));
-        if let (Ok(want), Ok(have)) = (want, have)
-            && !drift::differs(&want, &have)
-        {
-            return Ok(live.clone());
+        if let (Ok(want), Ok(have)) = (want, have) {
+            match drift::first_difference(&want, &have) {
+                None => return Ok(live.clone()),
+                Some(path) => info!(
+                    memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()),
+                    kind, field = %path, "child differs from its desired state"
+                ),
+            }
         }
     }
+    context.metrics.child_written(kind);
     let applied = api
         .patch(
             &name,
@@ -359,12 +366,14 @@ where
         ("Created", "created")
     };
     info!(memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()), kind, verb, "child written");
+    let related = applied.object_ref(&());
     publish(
         context,
         owner,
         EventType::Normal,
         reason,
         format!("{kind} {name} {verb}"),
+        Some(related),
     )
     .await;
     Ok(applied)
@@ -391,6 +400,7 @@ where
                 .any(|o| o.uid == owner.uid().unwrap_or_default())
         });
     if exists {
+        context.metrics.child_written(kind);
         api.delete(&name, &DeleteParams::default())
             .await
             .map_err(|e| api_error("delete", kind, owner, e))?;
@@ -400,6 +410,7 @@ where
             EventType::Normal,
             "Deleted",
             format!("{kind} {name} deleted"),
+            None,
         )
         .await;
     }
@@ -431,19 +442,22 @@ async fn ready_ordinals(context: &Context, object: &Memcached) -> Result<Vec<i32
         .collect())
 }
 
+/// Publishes an Event about `object`; `related` names the child it concerns, which also keeps
+/// events about different children from being folded into one series.
 async fn publish(
     context: &Context,
     object: &Memcached,
     type_: EventType,
     reason: &str,
     note: String,
+    related: Option<k8s_openapi::api::core::v1::ObjectReference>,
 ) {
     let event = Event {
         type_,
         reason: reason.into(),
         note: Some(note),
         action: "Reconcile".into(),
-        secondary: None,
+        secondary: related,
     };
     if let Err(error) = context
         .recorder

@@ -347,3 +347,95 @@ pub async fn without_webhooks_an_invalid_spec_is_reported_and_changes_nothing(en
         "no child is created"
     );
 }
+
+pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-steady").await;
+    let (api, _) = create(&env, &namespace, "cache", 2).await;
+    let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
+    // Settled: status written once the StatefulSet controller has made its pods.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("two pods exist", WAIT, || async {
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=cache"))
+            .await
+            .ok()?;
+        (list.items.len() == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let versions = || async {
+        let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+        let svc: Api<Service> = Api::namespaced(env.client.clone(), &namespace);
+        let pdb: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &namespace);
+        (
+            sts.get("cache").await.expect("sts").metadata.generation,
+            svc.get("cache").await.expect("svc").resource_version(),
+            pdb.get("cache").await.expect("pdb").resource_version(),
+            api.get("cache").await.expect("memcached").status,
+        )
+    };
+    let before = versions().await;
+    let writes_before = child_writes(&env).await;
+    assert!(
+        writes_before >= 3.0,
+        "the write counter saw the three children created: {writes_before}"
+    );
+    let reconciliations_before = reconciliations(&env).await;
+    // A label change makes the controller reconcile; nothing it owns may be written.
+    let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    api.patch("cache", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .expect("labelled");
+    eventually("the controller reconciles the change", WAIT, || async {
+        (reconciliations(&env).await > reconciliations_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        versions().await,
+        before,
+        "an unchanged Memcached changed its children or status"
+    );
+    assert_eq!(
+        child_writes(&env).await,
+        writes_before,
+        "an unchanged Memcached caused write requests"
+    );
+
+    // Events say what was created.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(env.client.clone(), &namespace);
+    let notes: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("cache"))
+        .filter_map(|e| e.note)
+        .collect();
+    for kind in ["StatefulSet", "Service", "PodDisruptionBudget"] {
+        assert!(
+            notes.iter().any(|n| n == &format!("{kind} cache created")),
+            "{notes:?}"
+        );
+    }
+}
+
+/// The operator's metric `name` summed over its label sets.
+async fn metric_sum(env: &Env, name: &str) -> f64 {
+    let guard = env.operator.lock().await;
+    let text = guard.as_ref().expect("the operator runs").metrics().await;
+    text.lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn child_writes(env: &Env) -> f64 {
+    metric_sum(env, "memcached_operator_controller_child_writes_total").await
+}
+
+async fn reconciliations(env: &Env) -> f64 {
+    metric_sum(env, "memcached_operator_controller_reconciliations_total").await
+}

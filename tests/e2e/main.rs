@@ -59,6 +59,7 @@ fn main() {
         controller::a_configuration_change_rolls_the_statefulset,
         controller::ready_pods_make_the_memcached_available_with_its_servers,
         controller::a_hand_deleted_service_comes_back,
+        controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
         resilience::with_the_operator_stopped_writes_fail_and_succeed_after_a_restart,
