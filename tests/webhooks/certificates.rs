@@ -11,6 +11,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use crate::client::TlsClient;
+use crate::olm_root;
 use crate::pki::{self, Ca, KeyForm, KubeletVolume, Layout};
 use crate::process::{Certs, Server};
 use crate::reviews::{self, admission, memcached, path};
@@ -357,15 +358,7 @@ async fn a_mismatched_pair_is_refused_and_the_old_certificate_kept() {
 
 #[tokio::test]
 async fn the_watch_goes_quiet_after_a_change_instead_of_reacting_to_its_own_reads() {
-    let root = TempDir::new().expect("tempdir");
-    let ca = Ca::root();
-    let leaf = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
-        root.path(),
-        Layout::ServingCerts,
-        &leaf.cert_pem,
-        &leaf.key_pem,
-    );
+    let (root, _, _) = olm_root();
     let server = Server::start(Certs::Root(root.path()), &["--cert-poll-interval", "60s"]).await;
     server.wait_ready(Duration::from_secs(5)).await;
     // A change in the watched directory makes the server read the certificate files once.

@@ -9,10 +9,9 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client;
-use crate::pki::{self, Ca, KeyForm, Layout};
 use crate::process::{Certs, Server};
 use crate::reviews::{self, admission, conversion, memcached, path};
-use crate::start_ready;
+use crate::{olm_root, start_ready};
 
 #[tokio::test]
 async fn without_certificates_readyz_fails_and_healthz_passes() {
@@ -27,15 +26,7 @@ async fn without_certificates_readyz_fails_and_healthz_passes() {
 
 #[tokio::test]
 async fn start_up_to_ready_is_quick() {
-    let root = TempDir::new().expect("tempdir");
-    let ca = Ca::root();
-    let leaf = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
-        root.path(),
-        Layout::ServingCerts,
-        &leaf.cert_pem,
-        &leaf.key_pem,
-    );
+    let (root, _, _) = olm_root();
     let spawned = Instant::now();
     let server = Server::start(Certs::Root(root.path()), &[]).await;
     server.wait_ready(Duration::from_secs(5)).await;

@@ -34,8 +34,8 @@ pub struct Running {
     pub client: TlsClient,
 }
 
-/// Starts a server with a valid certificate at OLM's first path and waits until it is ready.
-pub async fn start_ready(flags: &[&str]) -> Running {
+/// A temporary OLM root with a fresh CA's serving certificate at OLM's first path.
+pub fn olm_root() -> (TempDir, Ca, Leaf) {
     let root = TempDir::new().expect("a temporary OLM root");
     let ca = Ca::root();
     let leaf = ca.serving(KeyForm::EcPkcs8);
@@ -45,6 +45,12 @@ pub async fn start_ready(flags: &[&str]) -> Running {
         &leaf.cert_pem,
         &leaf.key_pem,
     );
+    (root, ca, leaf)
+}
+
+/// Starts a server with a valid certificate at OLM's first path and waits until it is ready.
+pub async fn start_ready(flags: &[&str]) -> Running {
+    let (root, ca, leaf) = olm_root();
     let server = Server::start(Certs::Root(root.path()), flags).await;
     server.wait_ready(Duration::from_secs(5)).await;
     let client = TlsClient::new(server.webhook, &ca.pem);
