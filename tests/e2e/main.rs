@@ -66,6 +66,7 @@ fn main() {
         resilience::certificate_rotation_under_continuous_writes_loses_none,
         resilience::the_fallback_certificate_layout_works_end_to_end,
         resilience::leadership_passes_to_the_other_replica_on_sigterm,
+        resilience::a_lost_lease_stops_reconciling_within_the_lease_duration,
     ];
     let env = runtime.block_on(Env::start()).map(Arc::new);
     let trials: Vec<Trial> = match &env {

@@ -227,3 +227,45 @@ pub async fn leadership_passes_to_the_other_replica_on_sigterm(env: Arc<Env>) {
     }
     second.terminate();
 }
+
+pub async fn a_lost_lease_stops_reconciling_within_the_lease_duration(env: Arc<Env>) {
+    let leader_metrics = || async {
+        let guard = env.operator.lock().await;
+        guard.as_ref().expect("the operator runs").metrics().await
+    };
+    eventually("the operator leads", WAIT, || async {
+        leads(&leader_metrics().await).then_some(())
+    })
+    .await;
+    // Another holder takes the lease, as a replica that won a race (or a clock jump) would.
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+    let takeover = json!({"spec": {"holderIdentity": "another-replica", "renewTime": now, "leaseDurationSeconds": 6}});
+    let taken_at = Instant::now();
+    leases
+        .patch(
+            DEFAULT_LEASE_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&takeover),
+        )
+        .await
+        .expect("the lease is taken");
+    // The operator was started with a 6 s lease.
+    eventually(
+        "the operator stops leading",
+        Duration::from_secs(6),
+        || async { (!leads(&leader_metrics().await)).then_some(()) },
+    )
+    .await;
+    println!(
+        "stopped reconciling {:?} after losing the lease",
+        taken_at.elapsed()
+    );
+    // The other holder never renews: once its lease expires, the operator takes over again.
+    eventually(
+        "the operator leads again after the lease expires",
+        WAIT,
+        || async { leads(&leader_metrics().await).then_some(()) },
+    )
+    .await;
+}
