@@ -240,7 +240,7 @@ pub async fn ready_pods_make_the_memcached_available_with_its_servers(env: Arc<E
     assert_eq!(degraded.status, "False");
 }
 
-pub async fn a_hand_deleted_service_comes_back(env: Arc<Env>) {
+pub async fn hand_made_changes_to_children_are_put_back(env: Arc<Env>) {
     let namespace = env.create_namespace("e2e-repair").await;
     create(&env, &namespace, "cache", 1).await;
     let original: Service = child(&env, &namespace, "cache").await;
@@ -252,6 +252,17 @@ pub async fn a_hand_deleted_service_comes_back(env: Arc<Env>) {
     eventually("the Service comes back", WAIT, || async {
         let service = services.get_opt("cache").await.ok()??;
         (service.uid() != original.uid()).then_some(())
+    })
+    .await;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    let tamper = json!({"spec": {"replicas": 5}});
+    statefulsets
+        .patch("cache", &PatchParams::default(), &Patch::Merge(&tamper))
+        .await
+        .expect("changed by hand");
+    eventually("the StatefulSet's replicas are put back", WAIT, || async {
+        let sts = statefulsets.get("cache").await.ok()?;
+        (sts.spec?.replicas == Some(1)).then_some(())
     })
     .await;
 }

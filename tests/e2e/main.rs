@@ -58,7 +58,7 @@ fn main() {
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,
         controller::ready_pods_make_the_memcached_available_with_its_servers,
-        controller::a_hand_deleted_service_comes_back,
+        controller::hand_made_changes_to_children_are_put_back,
         controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
