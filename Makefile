@@ -22,9 +22,9 @@ build:
 tools:
 	hack/tools.sh
 
-# The tools the tests start: kube-apiserver, kube-controller-manager, kubectl and etcd.
+# The tools the tests run: kube-apiserver, kube-controller-manager, kubectl, etcd, kustomize.
 test-tools:
-	hack/tools.sh kube etcd
+	hack/tools.sh kube etcd kustomize
 
 ## lint: rustfmt and clippy, warnings as errors.
 lint: fmt-check clippy
