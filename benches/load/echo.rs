@@ -17,6 +17,7 @@ use axum::extract::{DefaultBodyLimit, FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
+use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use memcached_operator::webhook::certs::{self, CertPaths, CertResolver};
 use memcached_operator::webhook::server::{DEFAULT_MAX_REQUEST_BYTES, tls_config};
@@ -81,6 +82,7 @@ pub fn serve(cert_dir: &Path, responses: &Path, port: u16) {
         let mut server =
             axum_server::from_tcp_rustls(listener, RustlsConfig::from_config(Arc::new(tls)))
                 .expect("a TLS server")
+                .map(|tls| tls.acceptor(NoDelayAcceptor::new()))
                 .http1_only();
         server
             .http_builder()
