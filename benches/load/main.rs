@@ -4,7 +4,9 @@
 //! `target/bench/results.md` and prints the table.
 //!
 //! `BENCH_SECONDS` (default 1.5) sets the measured time of each load run, after
-//! `BENCH_WARM_UP_SECONDS` (default 0.3) of unrecorded warm-up. Invoked as
+//! `BENCH_WARM_UP_SECONDS` (default 0.3) of unrecorded warm-up. `BENCH_ONLY=NAME` runs only
+//! the payloads whose name starts with NAME (e.g. `validate`), and skips start-up and
+//! `generate`: handy while profiling the server. Invoked as
 //! `load echo-server CERT_DIR RESPONSES PORT`, the binary is the echo server instead.
 
 mod echo;
@@ -118,12 +120,17 @@ fn main() {
     let issued = pki::issue();
     pki::write_olm_layout(root.path(), &issued);
 
-    eprintln!("start-up to ready, {STARTS} times");
-    report.startup_ms = Some(Spread::of(
-        (0..STARTS).map(|_| start_up_ms(root.path())).collect(),
-    ));
-    eprintln!("generate, {GENERATES} times");
-    report.generate_ms = Some(Spread::of((0..GENERATES).map(|_| generate_ms()).collect()));
+    let only = std::env::var("BENCH_ONLY")
+        .ok()
+        .filter(|only| !only.is_empty());
+    if only.is_none() {
+        eprintln!("start-up to ready, {STARTS} times");
+        report.startup_ms = Some(Spread::of(
+            (0..STARTS).map(|_| start_up_ms(root.path())).collect(),
+        ));
+        eprintln!("generate, {GENERATES} times");
+        report.generate_ms = Some(Spread::of((0..GENERATES).map(|_| generate_ms()).collect()));
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -133,8 +140,12 @@ fn main() {
     let operator = servers::start_operator(root.path());
     std::thread::sleep(Duration::from_millis(500));
     report.idle_memory_kib = Some(operator.memory_kib());
+    eprintln!("webhooks: pid {}, {}", operator.pid(), operator.address);
 
-    let payloads = payloads();
+    let mut payloads = payloads();
+    if let Some(only) = &only {
+        payloads.retain(|payload| payload.name.starts_with(only.as_str()));
+    }
     let responses = tempfile::TempDir::new().expect("a responses directory");
     runtime.block_on(async {
         for payload in &payloads {
