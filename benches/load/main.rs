@@ -6,7 +6,7 @@
 //! `BENCH_SECONDS` (default 1.5) sets the measured time of each load run, after
 //! `BENCH_WARM_UP_SECONDS` (default 0.3) of unrecorded warm-up. `BENCH_ONLY=NAME` runs only
 //! the payloads whose name starts with NAME (e.g. `validate`), and skips start-up and
-//! `generate`: handy while profiling the server. Invoked as
+//! `generate`, and writes `results-NAME.{json,md}`: handy while profiling. Invoked as
 //! `load echo-server CERT_DIR RESPONSES PORT`, the binary is the echo server instead.
 
 mod echo;
@@ -199,15 +199,23 @@ fn main() {
 
     let dir = results_dir();
     std::fs::create_dir_all(&dir).expect("create target/bench");
+    // A partial run keeps its results apart from the last full one.
+    let stem = match &only {
+        Some(only) => format!("results-{only}"),
+        None => "results".to_string(),
+    };
+    let (json_path, markdown_path) = (
+        dir.join(format!("{stem}.json")),
+        dir.join(format!("{stem}.md")),
+    );
     let markdown = report.markdown();
-    std::fs::write(dir.join("results.json"), report.json().to_string() + "\n")
-        .expect("write results.json");
-    std::fs::write(dir.join("results.md"), &markdown).expect("write results.md");
+    std::fs::write(&json_path, report.json().to_string() + "\n").expect("write the JSON results");
+    std::fs::write(&markdown_path, &markdown).expect("write the Markdown results");
     println!("{markdown}");
     println!(
         "wrote {} and {}",
-        dir.join("results.json").display(),
-        dir.join("results.md").display()
+        json_path.display(),
+        markdown_path.display()
     );
 }
 
