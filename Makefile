@@ -149,7 +149,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 .PHONY: bench bench-micro bench-load
 
 ## bench: micro-benchmarks, then the webhooks under load (release build, TLS echo as the
-## floor), memory, start-up and generate; writes target/bench/results.{json,md} (~4 min).
+## floor), memory, start-up and generate; writes target/bench/results.{json,md} (~5 min).
 bench: bench-micro bench-load
 
 ## bench-micro: criterion benchmarks of defaulting, validation, reviews and conversion.
