@@ -144,3 +144,19 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	$(KUSTOMIZE) build config/default >/dev/null
 	$(HADOLINT) Dockerfile bundle.Dockerfile catalog.Dockerfile
 # ==== end of OLM packaging ==============================================================
+
+# ==== benchmarks =========================================================================
+.PHONY: bench bench-micro bench-load
+
+## bench: micro-benchmarks, then the webhooks under load (release build, TLS echo as the
+## floor), memory, start-up and generate; writes target/bench/results.{json,md} (~5 min).
+bench: bench-micro bench-load
+
+## bench-micro: criterion benchmarks of defaulting, validation, reviews and conversion.
+bench-micro:
+	$(CARGO) bench --locked --bench admission --bench conversion -- \
+	  --warm-up-time 1 --measurement-time 2
+
+bench-load:
+	$(CARGO) bench --locked --bench load
+# ==== end of benchmarks ==================================================================

@@ -6,6 +6,7 @@
 //! protection, the reserved conversion annotation), cross-field requests against limits, and
 //! warnings. Objects that are being deleted are never blocked, so finalizers can be removed.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::str::FromStr;
 
@@ -217,26 +218,65 @@ fn check_spec(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &
     }
 }
 
-fn check_image(image: &str, violations: &mut Vec<Violation>, warnings: &mut Warnings) {
+/// What an image reference is worth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ImageVerdict {
+    /// Not an OCI image reference.
+    Invalid,
+    /// Valid, but names the latest tag, explicitly or not, and no digest.
+    Unpinned,
+    /// Valid and pinned to a tag or a digest.
+    Pinned,
+}
+
+fn judge_image(image: &str) -> ImageVerdict {
     let parsed = if image.len() > 512 || image.trim() != image {
         None
     } else {
         Reference::from_str(image).ok()
     };
     let Some(reference) = parsed else {
-        violations.push(Violation::new(
-            "spec.image",
-            format!("{image:?} is not a valid OCI image reference ([registry/]repository[:tag][@digest], lowercase repository)"),
-        ));
-        return;
+        return ImageVerdict::Invalid;
     };
     let tagged_latest = reference.tag() == Some("latest");
     let untagged = reference.digest().is_none() && !image_names_a_tag(image);
     if reference.digest().is_none() && (tagged_latest || untagged) {
-        warnings.push(format!(
+        ImageVerdict::Unpinned
+    } else {
+        ImageVerdict::Pinned
+    }
+}
+
+thread_local! {
+    /// The image last judged on this thread, and its verdict. Parsing a reference runs a
+    /// regex search that costs a third of a review, and the requests about one Memcached, or
+    /// all of one operator's, name the same image again and again.
+    static LAST_IMAGE: RefCell<Option<(String, ImageVerdict)>> = const { RefCell::new(None) };
+}
+
+/// [`judge_image`], remembering the last image judged on this thread.
+fn judge_image_once(image: &str) -> ImageVerdict {
+    LAST_IMAGE.with_borrow_mut(|last| match last {
+        Some((judged, verdict)) if judged == image => *verdict,
+        _ => {
+            let verdict = judge_image(image);
+            *last = Some((image.to_string(), verdict));
+            verdict
+        }
+    })
+}
+
+fn check_image(image: &str, violations: &mut Vec<Violation>, warnings: &mut Warnings) {
+    match judge_image_once(image) {
+        ImageVerdict::Invalid => violations.push(Violation::new(
+            "spec.image",
+            format!("{image:?} is not a valid OCI image reference ([registry/]repository[:tag][@digest], lowercase repository)"),
+        )),
+        ImageVerdict::Unpinned => warnings.push(format!(
             "spec.image: {image:?} uses the latest tag; pin a version or a digest so every \
              memcached server runs the same build"
-        ));
+        )),
+        ImageVerdict::Pinned => {}
     }
 }
 
@@ -902,6 +942,22 @@ mod tests {
                 validate_create(&with(|s| s.image = Some(image.into()))).is_err(),
                 "webhook accepts {image}"
             );
+        }
+    }
+
+    #[test]
+    fn an_image_judged_again_gets_the_same_verdict() {
+        for image in [
+            "registry.example/memcached:1.6.39",
+            "memcached",
+            "memcached:latest",
+            "Not A Reference",
+            "registry.example/memcached:1.6.39",
+            "memcached@sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+            "Not A Reference",
+        ] {
+            assert_eq!(judge_image_once(image), judge_image(image), "{image}");
+            assert_eq!(judge_image_once(image), judge_image(image), "{image}");
         }
     }
 }

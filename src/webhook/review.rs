@@ -12,13 +12,19 @@
 //! cannot be judged (an object of the wrong kind or shape) has `allowed: false` and code 400.
 
 use http::StatusCode;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview,
     META_API_VERSION_V1 as ADMISSION_API_VERSION, META_KIND as ADMISSION_KIND, Operation,
 };
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use kube::core::{DynamicObject, Status, TypeMeta};
+use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, Status, TypeMeta};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::admission::defaults::{Defaults, default_spec};
 use crate::admission::validate::{
@@ -123,7 +129,9 @@ impl Reply {
 pub fn answer(kind: WebhookKind, body: &[u8], defaults: &Defaults) -> Reply {
     let webhook = kind.label();
     let answered = match kind {
-        WebhookKind::Mutating => admit(webhook, body, |request| mutate(request, defaults)),
+        WebhookKind::Mutating => admit(webhook, body, |request, objects| {
+            mutate(request, objects, defaults)
+        }),
         WebhookKind::Validating => admit(webhook, body, validate),
         WebhookKind::Conversion => convert_review(webhook, body),
     };
@@ -176,14 +184,184 @@ fn check_types(types: &TypeMeta, api_version: &str, kind: &str) -> Result<(), Re
 /// Why an admission request cannot be judged: answered with `allowed: false`, code 400.
 struct Unjudgeable(String);
 
-/// Decodes an AdmissionReview, lets `decide` answer its request, and serialises the response.
-fn admit(
-    webhook: &'static str,
+/// The object and old object of an admission request, with their spec and status still JSON.
+#[derive(Default)]
+struct Objects<'a> {
+    object: Option<ReviewObject<'a>>,
+    old_object: Option<ReviewObject<'a>>,
+}
+
+/// An object of an admission request: its types and metadata decoded, its spec and status
+/// not yet, since they are typed (with the path of any error) only once the request's kind is
+/// known to be a Memcached.
+struct ReviewObject<'a> {
+    types: Option<TypeMeta>,
+    metadata: ObjectMeta,
+    spec: Option<Json<'a>>,
+    status: Option<Json<'a>>,
+}
+
+/// A JSON value: the bytes of the body, or already a tree.
+enum Json<'a> {
+    Raw(&'a RawValue),
+    Tree(Value),
+}
+
+impl Json<'_> {
+    fn is_null(&self) -> bool {
+        match self {
+            Json::Raw(raw) => raw.get() == "null",
+            Json::Tree(value) => value.is_null(),
+        }
+    }
+
+    fn is_object(&self) -> bool {
+        match self {
+            Json::Raw(raw) => raw.get().starts_with('{'),
+            Json::Tree(value) => value.is_object(),
+        }
+    }
+}
+
+impl ReviewObject<'_> {
+    /// Takes `spec` and `status` out of a decoded object.
+    fn from_dynamic(object: DynamicObject) -> ReviewObject<'static> {
+        let mut data = object.data;
+        let mut take = |key: &str| {
+            data.as_object_mut()
+                .and_then(|data| data.remove(key))
+                .map(Json::Tree)
+        };
+        ReviewObject {
+            spec: take("spec"),
+            status: take("status"),
+            types: object.types,
+            metadata: object.metadata,
+        }
+    }
+}
+
+/// The fields of kube's `AdmissionReview<DynamicObject>`, decoded straight from the body.
+///
+/// kube's types flatten `apiVersion` and `kind` into the review and into each object, which
+/// makes serde buffer the whole body into an intermediate tree before decoding it again, and
+/// keep each object's spec and status as a second tree. This shape decodes in one pass and
+/// leaves spec and status as slices of the body. It requires and checks the same fields: any
+/// body it refuses is decoded again by kube's types, so a malformed review gets the very same
+/// answer as before.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireAdmissionReview<'a> {
+    api_version: String,
+    kind: String,
+    #[serde(borrow)]
+    request: Option<WireAdmissionRequest<'a>>,
+    #[serde(default)]
+    #[allow(dead_code)] // Decoded only to refuse what kube's types refuse.
+    response: Option<AdmissionResponse>,
+}
+
+/// The fields of kube's `AdmissionRequest<DynamicObject>`; see [`WireAdmissionReview`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireAdmissionRequest<'a> {
+    uid: String,
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    request_kind: Option<GroupVersionKind>,
+    #[serde(default)]
+    request_resource: Option<GroupVersionResource>,
+    #[serde(default)]
+    request_sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    user_info: UserInfo,
+    #[serde(borrow)]
+    object: Option<WireObject<'a>>,
+    #[serde(borrow)]
+    old_object: Option<WireObject<'a>>,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    options: Option<RawExtension>,
+}
+
+/// The fields of a `DynamicObject` the webhooks read; see [`WireAdmissionReview`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireObject<'a> {
+    api_version: Option<String>,
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(borrow)]
+    spec: Option<&'a RawValue>,
+    #[serde(borrow)]
+    status: Option<&'a RawValue>,
+}
+
+impl<'a> WireObject<'a> {
+    fn into_review_object(self) -> ReviewObject<'a> {
+        let types = match (self.api_version, self.kind) {
+            (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
+            _ => None,
+        };
+        ReviewObject {
+            types,
+            metadata: self.metadata,
+            spec: self.spec.map(Json::Raw),
+            status: self.status.map(Json::Raw),
+        }
+    }
+}
+
+/// Decodes the request of an AdmissionReview in one pass, or `None` when the body is not an
+/// `admission.k8s.io/v1` AdmissionReview with a request that this shape reads.
+fn decode_admission(body: &[u8]) -> Option<(AdmissionRequest<DynamicObject>, Objects<'_>)> {
+    let review: WireAdmissionReview<'_> = serde_json::from_slice(body).ok()?;
+    if review.api_version != ADMISSION_API_VERSION || review.kind != ADMISSION_KIND {
+        return None;
+    }
+    let wire = review.request?;
+    let request = AdmissionRequest {
+        types: TypeMeta {
+            api_version: review.api_version,
+            kind: review.kind,
+        },
+        uid: wire.uid,
+        kind: wire.kind,
+        resource: wire.resource,
+        sub_resource: wire.sub_resource,
+        request_kind: wire.request_kind,
+        request_resource: wire.request_resource,
+        request_sub_resource: wire.request_sub_resource,
+        name: wire.name,
+        namespace: wire.namespace,
+        operation: wire.operation,
+        user_info: wire.user_info,
+        object: None,
+        old_object: None,
+        dry_run: wire.dry_run,
+        options: wire.options,
+    };
+    let objects = Objects {
+        object: wire.object.map(WireObject::into_review_object),
+        old_object: wire.old_object.map(WireObject::into_review_object),
+    };
+    Some((request, objects))
+}
+
+/// Decodes an AdmissionReview with kube's types: what [`decode_admission`] does not read is
+/// answered exactly as kube's decoder and these checks answer it.
+fn decode_admission_strictly(
     body: &[u8],
-    decide: impl FnOnce(
-        &mut AdmissionRequest<DynamicObject>,
-    ) -> Result<(AdmissionResponse, Decision), Unjudgeable>,
-) -> Result<Reply, ReviewError> {
+) -> Result<(AdmissionRequest<DynamicObject>, Objects<'static>), ReviewError> {
     let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
         .map_err(|source| decode_error(body, source, ADMISSION_API_VERSION, ADMISSION_KIND))?;
     check_types(&review.types, ADMISSION_API_VERSION, ADMISSION_KIND)?;
@@ -191,6 +369,39 @@ fn admit(
         review.try_into().map_err(|_| ReviewError::MissingRequest {
             expected: expected(ADMISSION_API_VERSION, ADMISSION_KIND),
         })?;
+    let objects = Objects {
+        object: request.object.take().map(ReviewObject::from_dynamic),
+        old_object: request.old_object.take().map(ReviewObject::from_dynamic),
+    };
+    Ok((request, objects))
+}
+
+/// Decodes an AdmissionReview, lets `decide` answer its request, and serialises the response.
+fn admit(
+    webhook: &'static str,
+    body: &[u8],
+    decide: impl FnOnce(
+        &AdmissionRequest<DynamicObject>,
+        Objects<'_>,
+    ) -> Result<(AdmissionResponse, Decision), Unjudgeable>,
+) -> Result<Reply, ReviewError> {
+    let (request, objects) = match decode_admission(body) {
+        Some(decoded) => decoded,
+        None => decode_admission_strictly(body)?,
+    };
+    judge(webhook, &request, objects, decide)
+}
+
+/// Lets `decide` answer a decoded admission request, and serialises the response.
+fn judge(
+    webhook: &'static str,
+    request: &AdmissionRequest<DynamicObject>,
+    objects: Objects<'_>,
+    decide: impl FnOnce(
+        &AdmissionRequest<DynamicObject>,
+        Objects<'_>,
+    ) -> Result<(AdmissionResponse, Decision), Unjudgeable>,
+) -> Result<Reply, ReviewError> {
     let object = match &request.namespace {
         Some(namespace) => format!("{namespace}/{}", request.name),
         None => request.name.clone(),
@@ -203,11 +414,11 @@ fn admit(
         object = %object,
     );
     let _entered = span.enter();
-    let (response, decision) = match decide(&mut request) {
+    let (response, decision) = match decide(request, objects) {
         Ok(decided) => decided,
         Err(Unjudgeable(message)) => {
             tracing::info!(reason = %message, "cannot judge the request");
-            let mut response = AdmissionResponse::from(&request).deny(message);
+            let mut response = AdmissionResponse::from(request).deny(message);
             response.result.code = StatusCode::BAD_REQUEST.as_u16();
             (response, Decision::Denied)
         }
@@ -253,9 +464,9 @@ fn check_request_kind(request: &AdmissionRequest<DynamicObject>) -> Result<(), U
 /// the problem when it is not one. Takes the object by value, so nothing is copied.
 fn memcached(
     field: &str,
-    object: Option<DynamicObject>,
+    object: Option<ReviewObject<'_>>,
 ) -> Result<v1beta1::Memcached, Unjudgeable> {
-    let mut object = object.ok_or_else(|| Unjudgeable(format!("request.{field} is missing")))?;
+    let object = object.ok_or_else(|| Unjudgeable(format!("request.{field} is missing")))?;
     let expected_api_version = api::api_version(api::STORAGE_VERSION);
     match &object.types {
         Some(types) if types.api_version == expected_api_version && types.kind == api::KIND => {}
@@ -274,36 +485,43 @@ fn memcached(
             )));
         }
     }
-    let mut take = |key: &str| {
-        object
-            .data
-            .as_object_mut()
-            .and_then(|data| data.remove(key))
+    let spec = match object.spec {
+        None => v1beta1::MemcachedSpec::default(),
+        Some(spec) if spec.is_null() => v1beta1::MemcachedSpec::default(),
+        Some(spec) => typed(spec, field, "spec")?,
     };
-    let spec = match take("spec") {
-        None | Some(Value::Null) => v1beta1::MemcachedSpec::default(),
-        Some(spec) => serde_path_to_error::deserialize(spec).map_err(|error| {
-            Unjudgeable(format!(
-                "request.{field}.spec.{}: {}",
-                error.path(),
-                error.inner()
-            ))
-        })?,
-    };
-    let status = match take("status") {
-        None | Some(Value::Null) => None,
-        Some(status) => Some(serde_path_to_error::deserialize(status).map_err(|error| {
-            Unjudgeable(format!(
-                "request.{field}.status.{}: {}",
-                error.path(),
-                error.inner()
-            ))
-        })?),
+    let status = match object.status {
+        None => None,
+        Some(status) if status.is_null() => None,
+        Some(status) => Some(typed(status, field, "status")?),
     };
     Ok(v1beta1::Memcached {
         metadata: object.metadata,
         spec,
         status,
+    })
+}
+
+/// Types `request.FIELD.PART`, naming the path and the problem when it does not fit.
+///
+/// Bytes of the body are decoded straight into the type; only when that fails are they read as
+/// a tree and decoded again with the path tracked, so the message is the same whichever way
+/// the review was decoded.
+fn typed<T: DeserializeOwned>(json: Json<'_>, field: &str, part: &str) -> Result<T, Unjudgeable> {
+    let tree = match json {
+        Json::Raw(raw) => match serde_json::from_str(raw.get()) {
+            Ok(typed) => return Ok(typed),
+            Err(_) => serde_json::from_str::<Value>(raw.get())
+                .map_err(|error| Unjudgeable(format!("request.{field}.{part}: {error}")))?,
+        },
+        Json::Tree(tree) => tree,
+    };
+    serde_path_to_error::deserialize(tree).map_err(|error| {
+        Unjudgeable(format!(
+            "request.{field}.{part}.{}: {}",
+            error.path(),
+            error.inner()
+        ))
     })
 }
 
@@ -316,18 +534,19 @@ fn allowed(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
 /// Defaults the object's spec and answers with the JSON patch from the object before to the
 /// object after, or with no patch at all when defaulting changes nothing.
 fn mutate(
-    request: &mut AdmissionRequest<DynamicObject>,
+    request: &AdmissionRequest<DynamicObject>,
+    objects: Objects<'_>,
     defaults: &Defaults,
 ) -> Result<(AdmissionResponse, Decision), Unjudgeable> {
     check_request_kind(request)?;
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok((allowed(request), Decision::Allowed));
     }
-    let had_spec = request
+    let had_spec = objects
         .object
         .as_ref()
-        .is_some_and(|o| o.data.get("spec").is_some_and(Value::is_object));
-    let object = memcached("object", request.object.take())?;
+        .is_some_and(|o| o.spec.as_ref().is_some_and(Json::is_object));
+    let object = memcached("object", objects.object)?;
     let defaulted = default_spec(&object.spec, defaults);
     if defaulted == object.spec {
         return Ok((allowed(request), Decision::Allowed));
@@ -354,16 +573,17 @@ fn mutate(
 
 /// Calls the validator of the operation and answers with its warnings or its denial.
 fn validate(
-    request: &mut AdmissionRequest<DynamicObject>,
+    request: &AdmissionRequest<DynamicObject>,
+    objects: Objects<'_>,
 ) -> Result<(AdmissionResponse, Decision), Unjudgeable> {
     check_request_kind(request)?;
     let verdict: Result<Warnings, Denial> = match request.operation {
-        Operation::Create => validate_create(&memcached("object", request.object.take())?),
+        Operation::Create => validate_create(&memcached("object", objects.object)?),
         Operation::Update => validate_update(
-            &memcached("oldObject", request.old_object.take())?,
-            &memcached("object", request.object.take())?,
+            &memcached("oldObject", objects.old_object)?,
+            &memcached("object", objects.object)?,
         ),
-        Operation::Delete => validate_delete(&memcached("oldObject", request.old_object.take())?),
+        Operation::Delete => validate_delete(&memcached("oldObject", objects.old_object)?),
         Operation::Connect => Ok(Vec::new()),
     };
     Ok(match verdict {
@@ -375,7 +595,7 @@ fn validate(
             (response, Decision::Allowed)
         }
         Err(denial) => {
-            let mut response = AdmissionResponse::from(&*request).deny(denial.message);
+            let mut response = AdmissionResponse::from(request).deny(denial.message);
             response.result.code = StatusCode::FORBIDDEN.as_u16();
             response.result.reason = "Forbidden".to_string();
             (response, Decision::Denied)
@@ -383,15 +603,51 @@ fn validate(
     })
 }
 
-/// Decodes a ConversionReview, converts every object or none, and serialises the response.
-fn convert_review(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewError> {
+/// The fields of kube's `ConversionReview`, decoded straight from the body; see
+/// [`WireAdmissionReview`] for why.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireConversionReview {
+    api_version: String,
+    kind: String,
+    request: Option<ConversionRequest>,
+    #[serde(default)]
+    #[allow(dead_code)] // Decoded only to refuse what kube's types refuse.
+    response: Option<ConversionResponse>,
+}
+
+/// Decodes the request of a ConversionReview in one pass, or `None` when the body is not an
+/// `apiextensions.k8s.io/v1` ConversionReview with a request.
+fn decode_conversion(body: &[u8]) -> Option<ConversionRequest> {
+    let review: WireConversionReview = serde_json::from_slice(body).ok()?;
+    if review.api_version != CONVERSION_API_VERSION || review.kind != CONVERSION_KIND {
+        return None;
+    }
+    let mut request = review.request?;
+    request.types = Some(TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    });
+    Some(request)
+}
+
+/// Decodes a ConversionReview with kube's types: what [`decode_conversion`] does not read is
+/// answered exactly as kube's decoder and these checks answer it.
+fn decode_conversion_strictly(body: &[u8]) -> Result<ConversionRequest, ReviewError> {
     let review: ConversionReview = serde_json::from_slice(body)
         .map_err(|source| decode_error(body, source, CONVERSION_API_VERSION, CONVERSION_KIND))?;
     check_types(&review.types, CONVERSION_API_VERSION, CONVERSION_KIND)?;
-    let mut request =
-        ConversionRequest::try_from(review).map_err(|_| ReviewError::MissingRequest {
-            expected: expected(CONVERSION_API_VERSION, CONVERSION_KIND),
-        })?;
+    ConversionRequest::try_from(review).map_err(|_| ReviewError::MissingRequest {
+        expected: expected(CONVERSION_API_VERSION, CONVERSION_KIND),
+    })
+}
+
+/// Decodes a ConversionReview, converts every object or none, and serialises the response.
+fn convert_review(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewError> {
+    let mut request = match decode_conversion(body) {
+        Some(request) => request,
+        None => decode_conversion_strictly(body)?,
+    };
     let span = tracing::info_span!(
         "review",
         webhook,
@@ -465,7 +721,7 @@ mod tests {
         let review: AdmissionReview<DynamicObject> =
             serde_json::from_str(CREATE_REVIEW).expect("decodes");
         let request: AdmissionRequest<DynamicObject> = review.try_into().expect("has a request");
-        let object = memcached("object", request.object)
+        let object = memcached("object", request.object.map(ReviewObject::from_dynamic))
             .map_err(|Unjudgeable(message)| message)
             .expect("a Memcached");
         assert_eq!(object.spec.replicas, Some(3));
@@ -605,6 +861,92 @@ mod tests {
         let reply = answer(WebhookKind::Mutating, old.as_bytes(), &defaults());
         assert_eq!(reply.status, StatusCode::BAD_REQUEST);
         assert!(String::from_utf8_lossy(&reply.body).contains("got admission.k8s.io/v1beta1"));
+    }
+
+    /// Answers `body` the way the server did before the one-pass decoder: with kube's types.
+    fn answer_strictly(kind: WebhookKind, body: &[u8]) -> Reply {
+        let answered = match kind {
+            WebhookKind::Conversion => panic!("admission only"),
+            _ => decode_admission_strictly(body).and_then(|(request, objects)| match kind {
+                WebhookKind::Mutating => judge("mutating", &request, objects, |r, o| {
+                    mutate(r, o, &defaults())
+                }),
+                _ => judge("validating", &request, objects, validate),
+            }),
+        };
+        answered.unwrap_or_else(|error| Reply::error(error.status(), error.to_string()))
+    }
+
+    #[test]
+    fn the_one_pass_decoder_answers_exactly_as_kubes_types() {
+        let bodies = [
+            CREATE_REVIEW.as_bytes().to_vec(),
+            with_request(|request| request["object"]["spec"]["replicas"] = 1000.into()),
+            with_request(|request| request["object"]["spec"]["replicas"] = "three".into()),
+            with_request(|request| request["object"]["spec"] = Value::Null),
+            with_request(|request| request["object"]["spec"] = serde_json::json!([1])),
+            with_request(|request| {
+                request["object"]["status"] = serde_json::json!({"replicas": "x"})
+            }),
+            with_request(|request| request["object"]["apiVersion"] = 5.into()),
+            with_request(|request| {
+                request["object"].as_object_mut().map(|o| o.remove("kind"));
+            }),
+            with_request(|request| request["object"]["kind"] = "Pod".into()),
+            with_request(|request| request["object"] = Value::Null),
+            with_request(|request| request["operation"] = "UPDATE".into()),
+            with_request(|request| {
+                request["operation"] = "DELETE".into();
+                request["oldObject"] = request["object"].take();
+            }),
+            with_request(|request| request["object"]["metadata"] = Value::Null),
+            with_request(|request| request["object"]["metadata"]["name"] = 7.into()),
+            with_request(|request| request["userInfo"] = Value::Null),
+            with_request(|request| {
+                request.as_object_mut().map(|o| o.remove("resource"));
+            }),
+            CREATE_REVIEW
+                .replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+                .into_bytes(),
+            CREATE_REVIEW
+                .replace(
+                    r#""spec":{"replicas":3}}"#,
+                    r#""spec":{"replicas":3},"spec":{"replicas":4}}"#,
+                )
+                .into_bytes(),
+            br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#.to_vec(),
+            b"{not json".to_vec(),
+        ];
+        for body in &bodies {
+            for kind in [WebhookKind::Mutating, WebhookKind::Validating] {
+                let fast = answer(kind, body, &defaults());
+                let strict = answer_strictly(kind, body);
+                let text = String::from_utf8_lossy(body);
+                assert_eq!(fast.status, strict.status, "{kind:?} {text}");
+                assert_eq!(fast.decision, strict.decision, "{kind:?} {text}");
+                assert_eq!(
+                    String::from_utf8_lossy(&fast.body),
+                    String::from_utf8_lossy(&strict.body),
+                    "{kind:?} {text}"
+                );
+            }
+        }
+        assert!(decode_admission(CREATE_REVIEW.as_bytes()).is_some());
+        assert!(decode_conversion(CONVERSION_REVIEW.as_bytes()).is_some());
+    }
+
+    #[test]
+    fn the_one_pass_conversion_decoder_reads_what_kubes_types_read() {
+        let fast = decode_conversion(CONVERSION_REVIEW.as_bytes()).expect("decodes");
+        let strict = decode_conversion_strictly(CONVERSION_REVIEW.as_bytes()).expect("decodes");
+        assert_eq!(fast, strict);
+        for body in [
+            CONVERSION_REVIEW.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"),
+            r#"{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1"}"#.to_string(),
+            CONVERSION_REVIEW.replace(r#""objects":["#, r#""objects":7,"x":["#),
+        ] {
+            assert!(decode_conversion(body.as_bytes()).is_none(), "{body}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
+use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
@@ -265,7 +266,10 @@ pub async fn serve_with(
                 address: webhook_address,
                 source,
             })?
-            .handle(handle.clone());
+            .handle(handle.clone())
+            // Answers leave at once: with Nagle's algorithm, the last segment of a response
+            // waits for the client's delayed ACK (40 ms on Linux) on new connections.
+            .map(|tls| tls.acceptor(NoDelayAcceptor::new()));
     if !args.enable_http2 {
         server = server.http1_only();
     }
