@@ -146,11 +146,12 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 # ==== end of OLM packaging ==============================================================
 
 # ==== benchmarks =========================================================================
-.PHONY: bench bench-micro bench-load
+.PHONY: bench bench-micro bench-load bench-controller
 
 ## bench: micro-benchmarks, then the webhooks under load (release build, TLS echo as the
-## floor), memory, start-up and generate; writes target/bench/results.{json,md} (~5 min).
-bench: bench-micro bench-load
+## floor), memory, start-up and generate, then `run` with 1,000 Memcacheds on a local
+## control plane; writes target/bench/results.{json,md} and controller.json (~7 min).
+bench: bench-micro bench-load bench-controller
 
 ## bench-micro: criterion benchmarks of defaulting, validation, reviews and conversion.
 bench-micro:
@@ -159,4 +160,9 @@ bench-micro:
 
 bench-load:
 	$(CARGO) bench --locked --bench load
+
+## bench-controller: `run` with 1,000 Memcached objects in its caches: reconcile time, memory.
+bench-controller: test-tools
+	$(CARGO) build --locked --release
+	hack/bench-controller.sh 1000
 # ==== end of benchmarks ==================================================================
