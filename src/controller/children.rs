@@ -190,7 +190,9 @@ pub fn config_hash(container: &Container) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-fn default_anti_affinity(memcached: &Memcached) -> Affinity {
+/// A preference for spreading the pods that carry `labels` over distinct nodes. Shared by the
+/// memcached pods and the operator's own Deployment.
+pub fn prefer_distinct_nodes(labels: BTreeMap<String, String>) -> Affinity {
     Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             preferred_during_scheduling_ignored_during_execution: Some(vec![
@@ -198,7 +200,7 @@ fn default_anti_affinity(memcached: &Memcached) -> Affinity {
                     weight: 100,
                     pod_affinity_term: PodAffinityTerm {
                         label_selector: Some(LabelSelector {
-                            match_labels: Some(selector_labels(memcached)),
+                            match_labels: Some(labels),
                             match_expressions: None,
                         }),
                         topology_key: "kubernetes.io/hostname".into(),
@@ -249,7 +251,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     affinity: if user_scheduling {
                         spec.affinity.clone()
                     } else {
-                        Some(default_anti_affinity(memcached))
+                        Some(prefer_distinct_nodes(selector_labels(memcached)))
                     },
                     tolerations: spec.tolerations.clone(),
                     node_selector: spec.node_selector.clone(),

@@ -9,16 +9,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
-    WeightedPodAffinityTerm,
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::release;
+use crate::controller::children::prefer_distinct_nodes;
 use crate::operator;
 
 /// Replicas of the operator; one leads, the other serves webhooks and stands by.
@@ -168,25 +168,7 @@ pub fn spec(image: &str) -> DeploymentSpec {
                     ..PodSecurityContext::default()
                 }),
                 termination_grace_period_seconds: Some(10),
-                affinity: Some(Affinity {
-                    pod_anti_affinity: Some(PodAntiAffinity {
-                        preferred_during_scheduling_ignored_during_execution: Some(vec![
-                            WeightedPodAffinityTerm {
-                                weight: 100,
-                                pod_affinity_term: PodAffinityTerm {
-                                    label_selector: Some(LabelSelector {
-                                        match_labels: Some(labels),
-                                        ..LabelSelector::default()
-                                    }),
-                                    topology_key: "kubernetes.io/hostname".to_string(),
-                                    ..PodAffinityTerm::default()
-                                },
-                            },
-                        ]),
-                        ..PodAntiAffinity::default()
-                    }),
-                    ..Affinity::default()
-                }),
+                affinity: Some(prefer_distinct_nodes(labels)),
                 ..PodSpec::default()
             }),
         },
