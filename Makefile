@@ -150,7 +150,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 
 ## bench: micro-benchmarks, then the webhooks under load (release build, TLS echo as the
 ## floor), memory, start-up and generate, then `run` with 1,000 Memcacheds on a local
-## control plane; writes target/bench/results.{json,md} and controller.json (~7 min).
+## control plane; writes target/bench/results.{json,md} and controller.json (~10 min).
 bench: bench-micro bench-load bench-controller
 
 ## bench-micro: criterion benchmarks of defaulting, validation, reviews and conversion.
