@@ -149,19 +149,6 @@ fn check_object(object: &Memcached) -> Result<Warnings, Denial> {
     }
 }
 
-/// Checks a spec, with defaults assumed for what it leaves out. Exposed for the controller,
-/// which validates specs when the webhooks are not installed.
-pub fn validate_spec(spec: &MemcachedSpec) -> Result<Warnings, Denial> {
-    let mut violations = Vec::new();
-    let mut warnings = Warnings::new();
-    check_spec(spec, &mut violations, &mut warnings);
-    if violations.is_empty() {
-        Ok(warnings)
-    } else {
-        Err(Denial::from_violations(violations))
-    }
-}
-
 fn check_name(name: &str, violations: &mut Vec<Violation>) {
     // generateName objects have no name yet when the webhook sees them.
     if name.is_empty() {

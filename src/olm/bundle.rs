@@ -110,7 +110,7 @@ pub fn webhook_description(entry: &webhook::Webhook) -> WebhookDescription {
     WebhookDescription {
         kind: entry.kind.olm_type().to_string(),
         generate_name: entry.generate_name.to_string(),
-        deployment_name: webhook::DEPLOYMENT_NAME.to_string(),
+        deployment_name: operator::DEPLOYMENT_NAME.to_string(),
         container_port: Some(i32::from(operator::WEBHOOK_SERVICE_PORT)),
         target_port: Some(IntOrString::Int(i32::from(operator::WEBHOOK_PORT))),
         rules,

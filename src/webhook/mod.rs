@@ -9,7 +9,6 @@ pub mod review;
 pub mod server;
 
 use crate::api;
-use crate::operator;
 
 /// What a webhook does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,9 +119,6 @@ pub fn webhook(kind: WebhookKind) -> &'static Webhook {
 pub fn by_path(path: &str) -> Option<&'static Webhook> {
     WEBHOOKS.iter().find(|w| w.path == path)
 }
-
-/// The Deployment every webhook is served from.
-pub const DEPLOYMENT_NAME: &str = operator::DEPLOYMENT_NAME;
 
 #[cfg(test)]
 mod tests {
