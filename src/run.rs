@@ -59,6 +59,11 @@ pub struct RunArgs {
     /// How often to try to acquire or renew the lease.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     pub retry_period: Duration,
+
+    /// Time reconciliations in flight get to finish after SIGTERM or SIGINT before they are
+    /// abandoned; the webhooks then get `--shutdown-timeout` for their requests.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub reconcile_shutdown_timeout: Duration,
 }
 
 /// Why the operator could not run.
@@ -124,7 +129,11 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     ));
     let (stop_controller, controller_stopped) = watch::channel(false);
     let leading = match lease_namespace {
-        None => tokio::spawn(reconcile_unelected(context, controller_stopped)),
+        None => tokio::spawn(reconcile_unelected(
+            context,
+            controller_stopped,
+            args.reconcile_shutdown_timeout,
+        )),
         Some(namespace) => {
             let elector = Elector::new(
                 Api::<Lease>::namespaced(client, &namespace),
@@ -140,6 +149,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
                 context,
                 elector,
                 controller_stopped,
+                args.reconcile_shutdown_timeout,
             ))
         }
     };
@@ -170,9 +180,9 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
 }
 
-async fn reconcile_unelected(context: Arc<Context>, stop: watch::Receiver<bool>) {
+async fn reconcile_unelected(context: Arc<Context>, stop: watch::Receiver<bool>, grace: Duration) {
     context.metrics.leader.set(1);
-    controller::run_controller(context.clone(), stopped(stop)).await;
+    controller::run_controller(context.clone(), stopped(stop), grace).await;
     context.metrics.leader.set(0);
 }
 
@@ -180,6 +190,7 @@ async fn reconcile_while_leading(
     context: Arc<Context>,
     elector: Elector,
     mut stop: watch::Receiver<bool>,
+    grace: Duration,
 ) {
     let (leading_sender, mut leading) = watch::channel(false);
     let (stop_election, election_stopped) = watch::channel(false);
@@ -194,6 +205,7 @@ async fn reconcile_while_leading(
         let mut reconciling = tokio::spawn(controller::run_controller(
             context.clone(),
             stopped(reconciling_stopped),
+            grace,
         ));
         let shutting_down = tokio::select! {
             _ = leading.wait_for(|leading| !*leading) => false,

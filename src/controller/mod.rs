@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -151,8 +151,35 @@ pub async fn detect_platform(client: &Client) -> Platform {
     }
 }
 
-/// Runs the controller until `shutdown` completes.
+/// Runs the controller until `shutdown` completes, then lets reconciliations in flight finish
+/// for at most `grace` before abandoning them.
+///
+/// The bound matters: kube's controller holds its work until the cache of Memcacheds has been
+/// listed once, so without it a shutdown that comes before that list succeeds (the CRD not yet
+/// installed, or listing forbidden) would wait forever.
 pub async fn run_controller(
+    context: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    grace: Duration,
+) {
+    let shutdown = shutdown.shared();
+    let deadline = {
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.await;
+            tokio::time::sleep(grace).await;
+        }
+    };
+    tokio::select! {
+        () = controller(context, shutdown) => {}
+        () = deadline => warn!(
+            grace_s = grace.as_secs_f64(),
+            "the controller did not stop within the shutdown timeout; abandoning its work"
+        ),
+    }
+}
+
+async fn controller(
     context: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -171,6 +198,11 @@ pub async fn run_controller(
     .for_each(|result| async move {
         match result {
             Ok((object, _)) => tracing::debug!(memcached = %object, "reconciled"),
+            // A watch that fails (the CRD missing, listing forbidden) keeps everything from
+            // being reconciled: say so. Failed reconciles are logged by `error_policy`.
+            Err(kube::runtime::controller::Error::QueueError(error)) => {
+                warn!(%error, "watching failed; retrying with backoff")
+            }
             Err(error) => tracing::debug!(%error, "reconcile loop"),
         }
     })
