@@ -80,11 +80,14 @@ impl Elector {
     /// leads on `leading`; releases the lease on the way out if it holds it.
     pub async fn run(mut self, leading: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
         let mut last_renewal: Option<Instant> = None;
+        // The holder last logged as the one this replica waits for.
+        let mut waiting_for: Option<String> = None;
         loop {
             let is_leader = *leading.borrow();
             match self.try_acquire_or_renew().await {
                 Ok(Attempt::Held) => {
                     last_renewal = Some(Instant::now());
+                    waiting_for = None;
                     if !is_leader {
                         info!(identity = %self.identity, lease = %self.name, "became leader");
                         leading.send_replace(true);
@@ -94,7 +97,10 @@ impl Elector {
                     if is_leader {
                         warn!(identity = %self.identity, %holder, "lost the lease to another replica; stepping down");
                         leading.send_replace(false);
+                    } else if waiting_for.as_ref() != Some(&holder) {
+                        info!(identity = %self.identity, %holder, "another replica holds the lease; waiting until it expires unrenewed or is released");
                     }
+                    waiting_for = Some(holder);
                 }
                 Err(error) => {
                     let overdue =
@@ -177,7 +183,12 @@ impl Elector {
             .replace(&self.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(Attempt::Held),
+            Ok(_) => {
+                if let Some(previous) = holder.filter(|_| taking_over) {
+                    info!(identity = %self.identity, %previous, "took over the lease: its holder stopped renewing it");
+                }
+                Ok(Attempt::Held)
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(
                 "a replica that renewed it first".into(),
             )),
