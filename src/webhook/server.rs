@@ -88,6 +88,12 @@ pub struct WebhooksArgs {
     /// Time requests in flight get to finish after SIGTERM or SIGINT.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
+
+    /// Holds every webhook answer back this long, to rehearse a webhook slower than the API
+    /// server's `timeoutSeconds`. A fault for drills: debug builds only, absent from release.
+    #[cfg(debug_assertions)]
+    #[arg(long, hide = true, value_parser = humantime::parse_duration)]
+    pub debug_delay_webhooks: Option<Duration>,
 }
 
 impl Default for WebhooksArgs {
@@ -104,6 +110,8 @@ impl Default for WebhooksArgs {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             request_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(15),
+            #[cfg(debug_assertions)]
+            debug_delay_webhooks: None,
         }
     }
 }
@@ -141,6 +149,8 @@ struct App {
     defaults: Defaults,
     metrics: Arc<Metrics>,
     max_request_bytes: usize,
+    #[cfg(debug_assertions)]
+    debug_delay: Option<Duration>,
 }
 
 /// Whether the server should receive traffic: a certificate is loaded and it is serving.
@@ -282,7 +292,16 @@ pub async fn serve_with(
         defaults: Defaults::from_env(),
         metrics,
         max_request_bytes: args.max_request_bytes,
+        #[cfg(debug_assertions)]
+        debug_delay: args.debug_delay_webhooks,
     });
+    #[cfg(debug_assertions)]
+    if let Some(delay) = args.debug_delay_webhooks {
+        tracing::warn!(
+            delay_s = delay.as_secs_f64(),
+            "debug fault: every webhook answer is held back"
+        );
+    }
     let router = webhook_router(app, args.max_request_bytes, args.request_timeout);
     let mut webhook_task = tokio::spawn(server.serve(router.into_make_service()));
     readiness.serving.store(true, Ordering::Release);
@@ -411,6 +430,10 @@ fn webhook_router(app: Arc<App>, max_request_bytes: usize, request_timeout: Dura
 async fn handle_review(app: Arc<App>, webhook: &'static Webhook, request: Request) -> Response {
     let label = webhook.kind.label();
     let mut measurer = app.metrics.measure_request(label);
+    #[cfg(debug_assertions)]
+    if let Some(delay) = app.debug_delay {
+        tokio::time::sleep(delay).await;
+    }
     let reply = match Bytes::from_request(request, &()).await {
         Ok(body) => review::answer(webhook.kind, &body, &app.defaults),
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Reply::error(
