@@ -19,6 +19,7 @@ mod process;
 mod admission;
 mod cluster;
 mod controller;
+mod drills;
 mod resilience;
 
 use std::future::Future;
@@ -62,11 +63,19 @@ fn main() {
         controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
-        resilience::with_the_operator_stopped_writes_fail_and_succeed_after_a_restart,
         resilience::certificate_rotation_under_continuous_writes_loses_none,
         resilience::the_fallback_certificate_layout_works_end_to_end,
         resilience::leadership_passes_to_the_other_replica_on_sigterm,
         resilience::a_lost_lease_stops_reconciling_within_the_lease_duration,
+        drills::drill_operator_down_refuses_writes_and_v1alpha1_reads,
+        drills::drill_an_expired_certificate_fails_the_tls_handshake,
+        drills::drill_a_certificate_from_another_ca_is_an_unknown_authority,
+        drills::drill_a_certificate_without_the_dialed_address_fails_verification,
+        drills::drill_missing_certificates_keep_the_operator_unready,
+        drills::drill_a_webhook_slower_than_its_timeout_fails_writes,
+        drills::drill_a_finalizer_held_object_deleted_while_the_webhook_is_down,
+        drills::drill_a_lease_held_by_a_dead_replica_is_taken_over_after_expiry,
+        drills::drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_stops,
     ];
     let env = runtime.block_on(Env::start()).map(Arc::new);
     let trials: Vec<Trial> = match &env {

@@ -1,6 +1,5 @@
-//! Shows the operator surviving what clusters do to it: being down (failurePolicy Fail), a
-//! certificate rotated while the API server keeps writing, OLM's fallback certificate
-//! layout, and losing its leader.
+//! Shows the operator surviving what clusters do to it: a certificate rotated while the API
+//! server keeps writing, OLM's fallback certificate layout, and losing its leader.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,39 +31,6 @@ async fn served_serial(env: &Env) -> String {
         .await
         .expect("a TLS exchange with the webhook port");
     answer.serial
-}
-
-pub async fn with_the_operator_stopped_writes_fail_and_succeed_after_a_restart(env: Arc<Env>) {
-    let namespace = env.create_namespace("e2e-down").await;
-    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    env.stop_operator().await;
-    match api
-        .create(&PostParams::default(), &memcached("while-down"))
-        .await
-    {
-        Err(kube::Error::Api(status)) => {
-            assert!(
-                status.message.contains("failed calling webhook"),
-                "{}",
-                status.message
-            );
-            assert!(
-                status
-                    .message
-                    .contains("mmemcached-v1beta1.cache.f2367556.dev"),
-                "{}",
-                status.message
-            );
-        }
-        other => {
-            panic!("failurePolicy Fail must refuse writes while the operator is down: {other:?}")
-        }
-    }
-    assert!(api.get_opt("while-down").await.expect("get").is_none());
-    env.start_operator(env.cert_root.path()).await;
-    api.create(&PostParams::default(), &memcached("after-restart"))
-        .await
-        .expect("writes succeed again");
 }
 
 pub async fn certificate_rotation_under_continuous_writes_loses_none(env: Arc<Env>) {

@@ -81,22 +81,52 @@ impl Ca {
             KeyForm::RsaPkcs8 => (RSA_PKCS8.to_string(), RSA_PKCS8.to_string()),
         };
         let key = KeyPair::from_pem(&signing_pem).expect("a PKCS#8 key rcgen reads");
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .expect("valid names");
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "memcached-operator-webhook-service");
-        params.serial_number = Some(SerialNumber::from(next_serial()));
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .expect("a serving cert");
+        self.sign(
+            &key,
+            served_key_pem,
+            serving_params(&["localhost", "127.0.0.1"]),
+        )
+    }
+
+    /// A serving certificate (fresh EC key) for exactly `names`, which may leave out the
+    /// address a client dials.
+    pub fn serving_for(&self, names: &[&str]) -> Leaf {
+        let key = KeyPair::generate().expect("an EC key");
+        let pem = key.serialize_pem();
+        self.sign(&key, pem, serving_params(names))
+    }
+
+    /// A serving certificate for localhost and 127.0.0.1 that expired at the end of 2020.
+    pub fn expired_serving(&self) -> Leaf {
+        let key = KeyPair::generate().expect("an EC key");
+        let pem = key.serialize_pem();
+        let mut params = serving_params(&["localhost", "127.0.0.1"]);
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        self.sign(&key, pem, params)
+    }
+
+    fn sign(&self, key: &KeyPair, served_key_pem: String, params: CertificateParams) -> Leaf {
+        let cert = params.signed_by(key, &self.issuer).expect("a serving cert");
         Leaf {
             serial: serial_of(cert.der()),
             cert_pem: cert.pem(),
             key_pem: served_key_pem,
         }
     }
+}
+
+fn serving_params(names: &[&str]) -> CertificateParams {
+    let names = names
+        .iter()
+        .map(|name| name.to_string())
+        .collect::<Vec<_>>();
+    let mut params = CertificateParams::new(names).expect("valid names");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "memcached-operator-webhook-service");
+    params.serial_number = Some(SerialNumber::from(next_serial()));
+    params
 }
 
 fn ca_params(name: &str) -> CertificateParams {

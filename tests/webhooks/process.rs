@@ -197,9 +197,22 @@ impl Server {
 
     /// Waits for the process to exit.
     pub async fn exit_status(&mut self, within: Duration) -> ExitStatus {
-        tokio::time::timeout(within, self.child.wait())
-            .await
-            .expect("the server exits in time")
-            .expect("wait for the server")
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => status.expect("wait for the server"),
+            Err(_) => {
+                let logs = self.logs.lock().map(|l| l.clone()).unwrap_or_default();
+                let last: Vec<String> = logs
+                    .iter()
+                    .rev()
+                    .take(20)
+                    .rev()
+                    .map(Value::to_string)
+                    .collect();
+                panic!(
+                    "the server did not exit within {within:?}; its last log lines:\n{}",
+                    last.join("\n")
+                )
+            }
+        }
     }
 }

@@ -1,0 +1,676 @@
+//! Failure drills: each provokes one failure users meet with admission webhooks on a real
+//! control plane, asserts the symptom exactly as a user sees it (the API server's error, the
+//! operator's log, `/readyz`, metrics), applies the fix `docs/troubleshooting.md` documents,
+//! and asserts recovery. The guide names each drill; the texts it quotes are asserted here.
+//!
+//! Every drill leaves the operator running on the suite's certificate root, as it found it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
+use memcached_operator::run::DEFAULT_LEASE_NAME;
+use serde_json::json;
+
+use crate::cluster::{Env, OPERATOR_NAMESPACE, eventually, kubectl};
+use crate::pki::{self, Ca, KeyForm, Layout, Leaf};
+
+const WAIT: Duration = Duration::from_secs(60);
+const MUTATING: &str = "mmemcached-v1beta1.cache.f2367556.dev";
+const VALIDATING: &str = "vmemcached-v1beta1.cache.f2367556.dev";
+const MUTATE_PATH: &str = "/mutate-cache-f2367556-dev-v1beta1-memcached";
+const VALIDATE_PATH: &str = "/validate-cache-f2367556-dev-v1beta1-memcached";
+
+fn memcached(name: &str) -> Memcached {
+    Memcached::new(name, MemcachedSpec::default())
+}
+
+/// The message of the API server's refusal, or a panic naming what happened instead.
+fn refusal<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => status.message,
+        other => panic!("{what}: expected the API server to refuse, got {other:?}"),
+    }
+}
+
+/// The API server's error when it cannot reach `webhook` at `path`, minus its final reason.
+fn failed_calling(env: &Env, webhook: &str, path: &str) -> String {
+    format!(
+        "Internal error occurred: failed calling webhook \"{webhook}\": failed to call webhook: \
+         Post \"https://127.0.0.1:{}{path}?timeout=10s\": ",
+        env.webhook_port
+    )
+}
+
+fn assert_starts_with(message: &str, prefix: &str) {
+    assert!(
+        message.starts_with(prefix),
+        "the error\n  {message}\ndoes not start with\n  {prefix}"
+    );
+}
+
+/// v1alpha1 Memcacheds in `namespace`, read through the conversion webhook.
+fn v1alpha1(env: &Env, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("cache.f2367556.dev", "v1alpha1", "Memcached");
+    Api::namespaced_with(
+        env.client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, "memcacheds"),
+    )
+}
+
+/// Replaces the operator: stops the running one, lays `leaf` out under the suite's root and
+/// starts again, so that the API server's next connection meets `leaf` (its kept-alive
+/// connections to the old process are gone).
+async fn restart_serving(env: &Env, leaf: &Leaf) {
+    env.stop_operator().await;
+    pki::write(
+        env.cert_root.path(),
+        Layout::ServingCerts,
+        &leaf.cert_pem,
+        &leaf.key_pem,
+    );
+    env.start_operator(env.cert_root.path()).await;
+}
+
+/// Lays a good certificate out under the suite's root and waits until the running operator
+/// says it serves it: the fix of every certificate drill.
+async fn rotate_to_good_certificate(env: &Env) -> Leaf {
+    let leaf = env.ca.serving(KeyForm::EcPkcs8);
+    pki::write(
+        env.cert_root.path(),
+        Layout::ServingCerts,
+        &leaf.cert_pem,
+        &leaf.key_pem,
+    );
+    wait_for_log(env, "serving certificate loaded", |entry| {
+        entry["serial"] == leaf.serial.as_str()
+    })
+    .await;
+    leaf
+}
+
+/// Waits until the running operator logs a line containing `message` that `matches`.
+async fn wait_for_log(env: &Env, message: &str, matches: impl Fn(&serde_json::Value) -> bool) {
+    eventually(&format!("the operator logs {message:?}"), WAIT, || async {
+        let guard = env.operator.lock().await;
+        let operator = guard.as_ref().expect("the operator runs");
+        operator
+            .logs_containing(message)
+            .iter()
+            .any(&matches)
+            .then_some(())
+    })
+    .await;
+}
+
+/// Creates `name` until the API server accepts it (its webhook client may still hold a
+/// connection or a cached failure for a moment after the fix).
+async fn create_eventually(api: &Api<Memcached>, name: &str) {
+    eventually(&format!("{name} is created"), WAIT, || async {
+        api.create(&PostParams::default(), &memcached(name))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+}
+
+pub async fn drill_operator_down_refuses_writes_and_v1alpha1_reads(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-down").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    api.create(&PostParams::default(), &memcached("before"))
+        .await
+        .expect("created while the operator runs");
+    env.stop_operator().await;
+
+    let message = refusal(
+        "a create with the operator down",
+        api.create(&PostParams::default(), &memcached("while-down"))
+            .await,
+    );
+    let refused = format!(
+        "{}dial tcp 127.0.0.1:{}: connect: connection refused",
+        failed_calling(&env, MUTATING, MUTATE_PATH),
+        env.webhook_port
+    );
+    assert_eq!(message, refused);
+    assert!(api.get_opt("while-down").await.expect("get").is_none());
+    // kubectl shows the same text.
+    let (ok, _, stderr) = kubectl(
+        &env,
+        &["-n", &namespace, "annotate", "memcached", "before", "a=b"],
+        None,
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains(&refused),
+        "kubectl printed {stderr:?}, not {refused:?}"
+    );
+
+    // Reads of the stored version need no webhook.
+    let stored = api.get("before").await.expect("v1beta1 reads still work");
+    assert_eq!(stored.metadata.name.as_deref(), Some("before"));
+    api.list(&ListParams::default())
+        .await
+        .expect("v1beta1 lists still work");
+    // Reads of v1alpha1 need the conversion webhook.
+    let conversion_refused = format!(
+        "conversion webhook for cache.f2367556.dev/v1beta1, Kind=Memcached failed: Post \
+         \"https://127.0.0.1:{port}/convert?timeout=30s\": dial tcp 127.0.0.1:{port}: \
+         connect: connection refused",
+        port = env.webhook_port
+    );
+    let message = refusal(
+        "a v1alpha1 get with the operator down",
+        v1alpha1(&env, &namespace).get("before").await,
+    );
+    assert_eq!(message, conversion_refused);
+    // The scale subresource passes no admission webhook: scaling works while the operator is
+    // down, and from then on the API server's cache of v1alpha1 objects cannot follow, so
+    // lists fail too (until then they may be answered from that cache).
+    let (ok, _, stderr) = kubectl(
+        &env,
+        &[
+            "-n",
+            &namespace,
+            "scale",
+            "memcached",
+            "before",
+            "--replicas=2",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl scale with the operator down: {stderr}");
+    let message = eventually("v1alpha1 lists fail", WAIT, || async {
+        match v1alpha1(&env, &namespace)
+            .list(&ListParams::default())
+            .await
+        {
+            Err(kube::Error::Api(status)) => Some(status.message),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(message, conversion_refused);
+
+    // Fix: run the operator again.
+    env.start_operator(env.cert_root.path()).await;
+    api.create(&PostParams::default(), &memcached("after-restart"))
+        .await
+        .expect("writes succeed again");
+    let listed = eventually("v1alpha1 lists succeed again", WAIT, || async {
+        v1alpha1(&env, &namespace)
+            .list(&ListParams::default())
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(listed.items.len(), 2);
+    let scaled = v1alpha1(&env, &namespace).get("before").await.expect("get");
+    assert_eq!(
+        scaled.data["spec"]["size"], 2,
+        "the scale made while down is kept"
+    );
+}
+
+pub async fn drill_an_expired_certificate_fails_the_tls_handshake(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-expired").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let expired = env.ca.expired_serving();
+    restart_serving(&env, &expired).await;
+    {
+        let guard = env.operator.lock().await;
+        let operator = guard.as_ref().expect("the operator runs");
+        let warned = operator.logs_containing("the serving certificate has expired");
+        assert!(
+            warned
+                .iter()
+                .any(|entry| entry["serial"] == expired.serial.as_str()),
+            "the operator warns about the expired certificate: {warned:?}"
+        );
+        assert!(
+            operator
+                .metrics()
+                .await
+                .lines()
+                .any(|line| line.starts_with(
+                    "memcached_operator_webhook_certificate_expiry_timestamp_seconds 1609459200"
+                )),
+            "the expiry metric shows 2021-01-01"
+        );
+    }
+    let message = refusal(
+        "a create with an expired serving certificate",
+        api.create(&PostParams::default(), &memcached("expired"))
+            .await,
+    );
+    assert_starts_with(
+        &message,
+        &format!(
+            "{}tls: failed to verify certificate: x509: certificate has expired or is not yet \
+             valid: current time ",
+            failed_calling(&env, MUTATING, MUTATE_PATH)
+        ),
+    );
+    assert!(
+        message.ends_with("is after 2021-01-01T00:00:00Z"),
+        "{message}"
+    );
+
+    rotate_to_good_certificate(&env).await;
+    create_eventually(&api, "renewed").await;
+}
+
+pub async fn drill_a_certificate_from_another_ca_is_an_unknown_authority(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-unknown-ca").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let stranger = Ca::root().serving(KeyForm::EcPkcs8);
+    restart_serving(&env, &stranger).await;
+    let message = refusal(
+        "a create with a certificate the caBundle did not sign",
+        api.create(&PostParams::default(), &memcached("unknown-ca"))
+            .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "{}tls: failed to verify certificate: x509: certificate signed by unknown authority \
+             (possibly because of \"x509: ECDSA verification failure\" while trying to verify \
+             candidate authority certificate \"memcached-operator test root\")",
+            failed_calling(&env, MUTATING, MUTATE_PATH)
+        )
+    );
+
+    rotate_to_good_certificate(&env).await;
+    create_eventually(&api, "known-ca").await;
+}
+
+pub async fn drill_a_certificate_without_the_dialed_address_fails_verification(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-san").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    // Issued for the in-cluster Service name only; the wiring dials 127.0.0.1.
+    let wrong_names = env
+        .ca
+        .serving_for(&["memcached-operator-webhook-service.memcached-operator-system.svc"]);
+    restart_serving(&env, &wrong_names).await;
+    let message = refusal(
+        "a create with a certificate for other names",
+        api.create(&PostParams::default(), &memcached("wrong-san"))
+            .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "{}tls: failed to verify certificate: x509: cannot validate certificate for \
+             127.0.0.1 because it doesn't contain any IP SANs",
+            failed_calling(&env, MUTATING, MUTATE_PATH)
+        )
+    );
+
+    rotate_to_good_certificate(&env).await;
+    create_eventually(&api, "right-san").await;
+}
+
+pub async fn drill_missing_certificates_keep_the_operator_unready(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-no-certs").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let empty_root = tempfile::tempdir().expect("a certificate root");
+    env.stop_operator().await;
+    let operator = env.spawn_operator(empty_root.path(), &[]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, body) = crate::client::plain_get(operator.probes, "/readyz").await;
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).as_ref()),
+        (503, "no usable serving certificate yet\n"),
+        "not ready without a certificate"
+    );
+    let root = empty_root.path().display().to_string();
+    let looked = operator.logs_containing("no usable certificate");
+    let line = looked
+        .first()
+        .and_then(|entry| entry["message"].as_str())
+        .unwrap_or_else(|| panic!("no log line names the missing certificate: {looked:?}"));
+    for tried in [
+        "/tmp/k8s-webhook-server/serving-certs/tls.crt",
+        "/tmp/k8s-webhook-server/serving-certs/tls.cert",
+        "/apiserver.local.config/certificates/apiserver.crt",
+    ] {
+        assert!(
+            line.contains(&format!("{root}{tried}: does not exist")),
+            "the log line names {root}{tried}: {line}"
+        );
+    }
+    assert!(line.ends_with("not ready, still looking"), "{line}");
+    let message = refusal(
+        "a create while the operator has no certificate",
+        api.create(&PostParams::default(), &memcached("no-certs"))
+            .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "{}remote error: tls: access denied",
+            failed_calling(&env, MUTATING, MUTATE_PATH)
+        )
+    );
+
+    // Fix: the certificate appears where OLM mounts it (the Secret is mounted late).
+    let leaf = env.ca.serving(KeyForm::EcPkcs8);
+    pki::write(
+        empty_root.path(),
+        Layout::ServingCerts,
+        &leaf.cert_pem,
+        &leaf.key_pem,
+    );
+    let took = operator.wait_ready(Duration::from_secs(20)).await;
+    println!("ready {took:?} after the certificate appeared");
+    *env.operator.lock().await = Some(operator);
+    create_eventually(&api, "certs-appeared").await;
+    env.stop_operator().await;
+    env.start_operator(env.cert_root.path()).await;
+}
+
+pub async fn drill_a_webhook_slower_than_its_timeout_fails_writes(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-slow").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    env.stop_operator().await;
+    let slow = env
+        .spawn_operator(
+            env.cert_root.path(),
+            &["--debug-delay-webhooks", "14s", "--request-timeout", "30s"],
+        )
+        .await;
+    slow.wait_ready(Duration::from_secs(20)).await;
+    *env.operator.lock().await = Some(slow);
+    let started = Instant::now();
+    let message = refusal(
+        "a create through a webhook slower than timeoutSeconds",
+        api.create(&PostParams::default(), &memcached("slow")).await,
+    );
+    let waited = started.elapsed();
+    assert_eq!(
+        message,
+        format!(
+            "{}context deadline exceeded",
+            failed_calling(&env, MUTATING, MUTATE_PATH)
+        )
+    );
+    assert!(
+        waited >= Duration::from_secs(10),
+        "the API server waits timeoutSeconds (10 s) before failing; it failed after {waited:?}"
+    );
+    // The operator counts the request the API server gave up on as a 408, and its time.
+    let metrics = eventually("the abandoned request is counted", WAIT, || async {
+        let guard = env.operator.lock().await;
+        let metrics = guard.as_ref().expect("the operator runs").metrics().await;
+        metrics
+            .lines()
+            .any(|line| {
+                line == "memcached_operator_webhook_requests_total{webhook=\"mutating\",code=\"408\"} 1"
+            })
+            .then_some(metrics)
+    })
+    .await;
+    let seconds: f64 = metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(
+                "memcached_operator_webhook_latency_seconds_sum{webhook=\"mutating\"} ",
+            )
+        })
+        .and_then(|value| value.parse().ok())
+        .expect("the latency sum of the mutating webhook");
+    assert!(
+        seconds >= 9.0,
+        "the abandoned request took the API server's 10 s timeout, not {seconds} s"
+    );
+    assert!(api.get_opt("slow").await.expect("get").is_none());
+
+    // Fix: remove what makes it slow (here, restart without the fault).
+    env.stop_operator().await;
+    env.start_operator(env.cert_root.path()).await;
+    api.create(&PostParams::default(), &memcached("fast"))
+        .await
+        .expect("writes succeed once the webhook answers in time");
+}
+
+pub async fn drill_a_finalizer_held_object_deleted_while_the_webhook_is_down(env: Arc<Env>) {
+    let namespace = env.create_namespace("drill-finalizer").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let mut held = memcached("held");
+    held.metadata.finalizers = Some(vec!["example.com/hold".to_string()]);
+    api.create(&PostParams::default(), &held)
+        .await
+        .expect("created");
+    env.stop_operator().await;
+
+    let message = refusal(
+        "a delete with the operator down",
+        api.delete("held", &DeleteParams::default()).await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "{}dial tcp 127.0.0.1:{}: connect: connection refused",
+            failed_calling(&env, VALIDATING, VALIDATE_PATH),
+            env.webhook_port
+        )
+    );
+    env.start_operator(env.cert_root.path()).await;
+    api.delete("held", &DeleteParams::default())
+        .await
+        .expect("the delete is admitted");
+    let terminating = api.get("held").await.expect("still there");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+
+    // The finalizer's owner is gone too: nothing can remove it while the webhook is down.
+    env.stop_operator().await;
+    let release = json!({"metadata": {"finalizers": null}});
+    let message = refusal(
+        "removing the finalizer with the operator down",
+        api.patch("held", &PatchParams::default(), &Patch::Merge(&release))
+            .await,
+    );
+    assert_eq!(
+        message,
+        format!(
+            "{}dial tcp 127.0.0.1:{}: connect: connection refused",
+            failed_calling(&env, MUTATING, MUTATE_PATH),
+            env.webhook_port
+        )
+    );
+
+    // Fix when the operator cannot come back: remove the webhook configurations (OLM puts
+    // them back from the CSV), then the finalizer.
+    let (ok, stdout, stderr) = kubectl(
+        &env,
+        &[
+            "delete",
+            "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+            "-l",
+            "olm.owner=memcached-operator.v0.1.0",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl delete webhook configurations: {stderr}");
+    assert_eq!(
+        stdout.lines().count(),
+        2,
+        "two configurations deleted: {stdout}"
+    );
+    eventually("the finalizer can be removed", WAIT, || async {
+        api.patch("held", &PatchParams::default(), &Patch::Merge(&release))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    eventually("the object is gone", WAIT, || async {
+        api.get_opt("held")
+            .await
+            .ok()
+            .and_then(|found| found.is_none().then_some(()))
+    })
+    .await;
+    env.install_wiring().await.expect("the wiring is back");
+    env.start_operator(env.cert_root.path()).await;
+    create_eventually(&api, "after-release").await;
+    let created = api.get("after-release").await.expect("get");
+    assert!(
+        created.spec.image.is_some(),
+        "the mutating webhook is wired again"
+    );
+}
+
+pub async fn drill_a_lease_held_by_a_dead_replica_is_taken_over_after_expiry(env: Arc<Env>) {
+    const DEAD: &str = "memcached-operator-5f7c9d8b6-dead0";
+    let namespace = env.create_namespace("drill-dead-leader").await;
+    env.stop_operator().await;
+    // A replica that crashed holding the lease: renewed just now, never again.
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), OPERATOR_NAMESPACE);
+    let now = MicroTime(jiff::Timestamp::now());
+    let dead = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": DEFAULT_LEASE_NAME},
+        "spec": {"holderIdentity": DEAD, "leaseDurationSeconds": 6, "acquireTime": now,
+                 "renewTime": now, "leaseTransitions": 3},
+    });
+    leases
+        .patch(
+            DEFAULT_LEASE_NAME,
+            &PatchParams::apply("drill").force(),
+            &Patch::Apply(&dead),
+        )
+        .await
+        .expect("the dead replica's lease");
+    let written = Instant::now();
+    env.start_operator(env.cert_root.path()).await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    api.create(&PostParams::default(), &memcached("waits"))
+        .await
+        .expect("the webhooks serve without the lease");
+    wait_for_log(&env, "another replica holds the lease", |entry| {
+        entry["holder"] == DEAD
+    })
+    .await;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("the children appear after the takeover", WAIT, || async {
+        statefulsets.get_opt("waits").await.ok()?.map(|_| ())
+    })
+    .await;
+    let took = written.elapsed();
+    println!("took over the dead replica's lease {took:?} after its last renewal");
+    assert!(
+        took >= Duration::from_secs(6),
+        "the lease was taken before it expired ({took:?})"
+    );
+    wait_for_log(&env, "took over the lease", |entry| {
+        entry["previous"] == DEAD
+    })
+    .await;
+    let lease = leases.get(DEFAULT_LEASE_NAME).await.expect("the lease");
+    let spec = lease.spec.expect("a lease spec");
+    assert_ne!(spec.holder_identity.as_deref(), Some(DEAD));
+    assert_eq!(spec.lease_transitions, Some(4));
+}
+
+pub async fn drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_stops(env: Arc<Env>) {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+
+    // An identity without the operator's RBAC, as when the ClusterRole binding is missing.
+    let namespace = env.create_namespace("drill-forbidden").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), &namespace);
+    let mut account = ServiceAccount::default();
+    account.metadata.name = Some("no-rights".into());
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("a service account");
+    let token = accounts
+        .create_token_request(
+            "no-rights",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(3600),
+                    ..TokenRequestSpec::default()
+                },
+                ..TokenRequest::default()
+            },
+        )
+        .await
+        .expect("a token")
+        .status
+        .expect("a token status")
+        .token;
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig()).expect("kubeconfig");
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            *auth = kube::config::AuthInfo {
+                token: Some(token.clone().into()),
+                ..kube::config::AuthInfo::default()
+            };
+        }
+    }
+    let dir = tempfile::tempdir().expect("a directory");
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, serde_json::to_vec(&kubeconfig).expect("JSON")).expect("write");
+
+    let args: Vec<String> = [
+        "run",
+        "--bind-address",
+        "127.0.0.1",
+        "--probe-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--webhooks=false",
+        "--leader-elect=false",
+        "--reconcile-shutdown-timeout",
+        "2s",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    let path = path.display().to_string();
+    let mut operator = crate::process::Server::start_command(
+        &args,
+        &[("KUBECONFIG", path.as_str())],
+        &["probes", "metrics"],
+    )
+    .await;
+    let forbidden = eventually("the operator says it may not list", WAIT, || async {
+        operator
+            .logs_containing("watching failed; retrying with backoff")
+            .into_iter()
+            .find_map(|entry| entry["error"].as_str().map(str::to_string))
+    })
+    .await;
+    let expected = format!(
+        "memcacheds.cache.f2367556.dev is forbidden: User \"system:serviceaccount:{namespace}:no-rights\" \
+         cannot list resource \"memcacheds\" in API group \"cache.f2367556.dev\" at the cluster scope"
+    );
+    assert!(
+        forbidden.contains(&expected),
+        "the log names the missing permission:\n  {forbidden}\nlacks\n  {expected}"
+    );
+    // Nothing was ever listed, so nothing is in flight: SIGTERM still ends the process.
+    operator.terminate();
+    let status = operator.exit_status(Duration::from_secs(20)).await;
+    assert!(status.success(), "exit status {status:?}");
+    assert_eq!(
+        operator
+            .logs_containing("the controller did not stop within the shutdown timeout")
+            .len(),
+        1
+    );
+}
