@@ -141,6 +141,22 @@ mod tests {
     }
 
     #[test]
+    fn the_delay_fault_exists_in_debug_builds_only() {
+        let parsed = Cli::try_parse_from([
+            "memcached-operator",
+            "webhooks",
+            "--debug-delay-webhooks",
+            "1s",
+        ]);
+        if cfg!(debug_assertions) {
+            assert!(parsed.is_ok(), "{parsed:?}");
+        } else {
+            let error = parsed.expect_err("release builds have no fault flags");
+            assert_eq!(error.kind(), clap::error::ErrorKind::UnknownArgument);
+        }
+    }
+
+    #[test]
     fn webhooks_defaults_to_controller_runtimes_ports_and_olms_root() {
         let cli = Cli::try_parse_from(["memcached-operator", "webhooks"]).expect("parses");
         let args = webhooks_args(cli);
