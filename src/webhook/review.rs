@@ -14,7 +14,6 @@
 use http::StatusCode;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview,
     META_API_VERSION_V1 as ADMISSION_API_VERSION, META_KIND as ADMISSION_KIND, Operation,
@@ -22,7 +21,7 @@ use kube::core::admission::{
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, Status, TypeMeta};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -34,6 +33,7 @@ use crate::api::convert::ShallowObject;
 use crate::api::{self, convert, v1beta1};
 use crate::telemetry::Decision;
 use crate::webhook::WebhookKind;
+use crate::webhook::metadata::WireMeta;
 
 /// The `apiVersion` of the ConversionReview served (kube-core keeps its own constant private).
 const CONVERSION_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -263,6 +263,7 @@ struct WireAdmissionReview<'a> {
 }
 
 /// The fields of kube's `AdmissionRequest<DynamicObject>`; see [`WireAdmissionReview`].
+/// `options` is checked and dropped: nothing reads it, and kube reads it into a tree.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireAdmissionRequest<'a> {
@@ -290,17 +291,19 @@ struct WireAdmissionRequest<'a> {
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
-    options: Option<RawExtension>,
+    #[allow(dead_code)] // Decoded only to refuse what kube's types refuse; no rule reads it.
+    options: Option<IgnoredAny>,
 }
 
-/// The fields of a `DynamicObject` the webhooks read; see [`WireAdmissionReview`].
+/// The fields of a `DynamicObject` the webhooks read; see [`WireAdmissionReview`]. The
+/// metadata lacks `managedFields`, which is checked and dropped ([`WireMeta`]).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireObject<'a> {
     api_version: Option<String>,
     kind: Option<String>,
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: WireMeta,
     #[serde(borrow)]
     spec: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -315,7 +318,7 @@ impl<'a> WireObject<'a> {
         };
         ReviewObject {
             types,
-            metadata: self.metadata,
+            metadata: self.metadata.0,
             spec: self.spec.map(Json::Raw),
             status: self.status.map(Json::Raw),
         }
@@ -349,7 +352,7 @@ fn decode_admission(body: &[u8]) -> Option<(AdmissionRequest<DynamicObject>, Obj
         object: None,
         old_object: None,
         dry_run: wire.dry_run,
-        options: wire.options,
+        options: None,
     };
     let objects = Objects {
         object: wire.object.map(WireObject::into_review_object),
@@ -748,6 +751,8 @@ fn write_json<T: serde::Serialize + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DELETION_PROTECTION_ANNOTATION;
+    use crate::api::convert::STASH_ANNOTATION;
 
     /// An AdmissionReview as a v1.33 API server sends it for `kubectl apply` of a new
     /// Memcached (uid and timestamps from a kind cluster).
@@ -990,6 +995,51 @@ mod tests {
         }
         assert!(decode_admission(CREATE_REVIEW.as_bytes()).is_some());
         assert!(decode_conversion(CONVERSION_REVIEW.as_bytes()).is_some());
+    }
+
+    #[test]
+    fn metadata_and_options_the_rules_do_not_read_are_still_checked_as_kubes_types_check_them() {
+        let bodies = [
+            with_request(|request| request["object"]["metadata"]["managedFields"] = 7.into()),
+            with_request(|request| {
+                request["object"]["metadata"]["managedFields"][0]["time"] = "noon".into()
+            }),
+            with_request(|request| {
+                request["object"]["metadata"]["managedFields"][0] = serde_json::json!(["x"])
+            }),
+            with_request(|request| {
+                request["object"]["metadata"]["managedFields"][0]["fieldsV1"] =
+                    serde_json::json!([1, {"f:x": null}])
+            }),
+            with_request(|request| request["object"]["metadata"]["managedFields"] = Value::Null),
+            with_request(|request| request["object"]["metadata"] = serde_json::json!([])),
+            with_request(|request| request["object"]["metadata"]["annotations"] = 7.into()),
+            with_request(|request| request["options"] = serde_json::json!([1, 2])),
+            with_request(|request| {
+                request["object"]["metadata"]["annotations"] = serde_json::json!({
+                    STASH_ANNOTATION: "{}", DELETION_PROTECTION_ANNOTATION: "true"})
+            }),
+            with_request(|request| {
+                request["operation"] = "DELETE".into();
+                request["object"]["metadata"]["annotations"] =
+                    serde_json::json!({DELETION_PROTECTION_ANNOTATION: "true"});
+                request["oldObject"] = request["object"].take();
+            }),
+        ];
+        for body in &bodies {
+            for kind in [WebhookKind::Mutating, WebhookKind::Validating] {
+                let fast = answer(kind, body, &defaults());
+                let strict = answer_strictly(kind, body);
+                let text = String::from_utf8_lossy(body);
+                assert_eq!(fast.status, strict.status, "{kind:?} {text}");
+                assert_eq!(fast.decision, strict.decision, "{kind:?} {text}");
+                assert_eq!(
+                    String::from_utf8_lossy(&fast.body),
+                    String::from_utf8_lossy(&strict.body),
+                    "{kind:?} {text}"
+                );
+            }
+        }
     }
 
     #[test]
