@@ -78,14 +78,15 @@ impl<'a> Shallow<'a> {
             Shallow::Object(_) => return None,
         };
         let inside = text.strip_prefix('"')?.strip_suffix('"')?;
-        if inside.contains('\\') {
-            // Escapes need unescaping into a string of their own.
-            serde_json::from_str::<String>(text).ok().map(Cow::Owned)
-        } else {
+        if !inside.contains('\\') {
             // The text is a JSON string (serde_json checked it), so without escapes its
             // contents are the string itself.
-            Some(Cow::Borrowed(inside))
+            return Some(Cow::Borrowed(inside));
         }
+        // Escapes need unescaping into a string of their own.
+        unescape_quotes(inside)
+            .or_else(|| serde_json::from_str::<String>(text).ok())
+            .map(Cow::Owned)
     }
 
     /// Decodes this value into `T`. When that fails the value is read as a tree and decoded
@@ -160,6 +161,25 @@ fn write_name(out: &mut Vec<u8>, name: &str) -> Result<(), serde_json::Error> {
     out.extend_from_slice(name.as_bytes());
     out.push(b'"');
     Ok(())
+}
+
+/// Unescapes the contents of a JSON string whose only escapes are `\"`, `\\` and `\/`, as in
+/// JSON held in a string (an annotation such as the conversion stash); `None`
+/// when it holds any other escape.
+fn unescape_quotes(inside: &str) -> Option<String> {
+    let mut unescaped = Vec::with_capacity(inside.len());
+    let mut rest = inside.as_bytes();
+    while let Some(at) = memchr::memchr(b'\\', rest) {
+        unescaped.extend_from_slice(&rest[..at]);
+        match rest.get(at + 1)? {
+            byte @ (b'"' | b'\\' | b'/') => unescaped.push(*byte),
+            _ => return None,
+        }
+        rest = &rest[at + 2..];
+    }
+    unescaped.extend_from_slice(rest);
+    // Only ASCII was taken out, so what is left is as much UTF-8 as `inside` was.
+    String::from_utf8(unescaped).ok()
 }
 
 /// Why a value did not decode: where inside it, and what the decoder said.
@@ -448,6 +468,28 @@ mod tests {
         assert_eq!(text("b").as_deref(), Some("tab\there"));
         assert_eq!(text("c"), None);
         assert_eq!(text("missing"), None);
+    }
+
+    #[test]
+    fn escaped_strings_read_as_serde_json_reads_them() {
+        let strings = [
+            r#""{\"spec\":{\"image\":\"a\\\\b\"}}""#,
+            r#""\\\"\/""#,
+            r#""tab\tnew\nline\r\b\f""#,
+            r#""\u00e9t\u00e9 \"\ud83d\ude00\"""#,
+            r#""quote \" then \u0041""#,
+            r#""\"""#,
+            r#""\\""#,
+        ];
+        for text in strings {
+            let expected: String = serde_json::from_str(text).expect("a JSON string");
+            let raw: &RawValue = serde_json::from_str(text).expect("a JSON string");
+            assert_eq!(
+                Shallow::Raw(raw).as_str().as_deref(),
+                Some(expected.as_str()),
+                "{text}"
+            );
+        }
     }
 
     #[test]
