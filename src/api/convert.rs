@@ -372,12 +372,14 @@ pub fn write_converted(
             Shallow::Value(Value::String(api_version(desired))),
         );
     }
-    Shallow::Object(fields)
-        .write(out)
-        .map_err(|e| ConversionError::Unwritable {
+    let start = out.len();
+    Shallow::Object(fields).write(out).map_err(|e| {
+        out.truncate(start);
+        ConversionError::Unwritable {
             object: name,
             reason: e.to_string(),
-        })
+        }
+    })
 }
 
 fn read<T: DeserializeOwned + Default>(
