@@ -42,12 +42,7 @@ impl<'a> Shallow<'a> {
 
     /// The JSON serde_json writes for `value`.
     pub fn serialized<T: serde::Serialize>(value: &T) -> Result<Self, serde_json::Error> {
-        let mut json = Vec::with_capacity(256);
-        serde_json::to_writer(&mut json, value)?;
-        // serde_json writes UTF-8 only.
-        String::from_utf8(json)
-            .map(Shallow::Json)
-            .map_err(serde::ser::Error::custom)
+        serde_json::to_string(value).map(Shallow::Json)
     }
 
     /// Whether this is JSON `null`.
