@@ -5,15 +5,18 @@
 //! JSON in the [`STASH_ANNOTATION`]. Going up, the stash is restored and removed, and the
 //! fields v1alpha1 can hold are taken from the v1alpha1 object, so a value edited there wins
 //! over anything stashed earlier (the stash never holds those fields). Metadata other than
-//! that one annotation is never touched: the wire-level [`convert_object`] edits the JSON in
-//! place rather than re-serialising it.
+//! that one annotation is never touched: the wire-level [`write_converted`] copies the JSON
+//! of everything else from the review as it came (see `shallow`), rather than reading it into
+//! a tree and serialising it again.
 
 use std::collections::BTreeMap;
 
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use thiserror::Error;
 
+use super::shallow::{Expand, Members, Shallow};
 use super::{DEPRECATED_VERSION, GROUP, KIND, STORAGE_VERSION, api_version, v1alpha1, v1beta1};
 
 /// Holds, on a v1alpha1 object, the v1beta1 fields v1alpha1 has no place for.
@@ -46,6 +49,14 @@ pub enum ConversionError {
         /// The version it was read as.
         version: String,
         /// The decoder's message.
+        reason: String,
+    },
+    /// The converted object could not be written out.
+    #[error("object {object}: cannot write the converted object: {reason}")]
+    Unwritable {
+        /// `namespace/name` of the object.
+        object: String,
+        /// The encoder's message.
         reason: String,
     },
     /// The stash annotation on a v1alpha1 object is not what conversion wrote.
@@ -81,34 +92,42 @@ pub struct Down {
 
 /// Converts a v1beta1 spec and status down to v1alpha1.
 pub fn down(spec: &v1beta1::MemcachedSpec, status: Option<&v1beta1::MemcachedStatus>) -> Down {
-    let mut rest = spec.clone();
-    rest.replicas = None;
-    if let Some(service) = &mut rest.service
+    down_owned(spec.clone(), status.cloned())
+}
+
+/// [`down`], taking the spec and status by value so that nothing is copied.
+pub fn down_owned(
+    mut spec: v1beta1::MemcachedSpec,
+    status: Option<v1beta1::MemcachedStatus>,
+) -> Down {
+    let converted_spec = v1alpha1::MemcachedSpec {
+        size: spec.replicas.take(),
+        container_port: spec.service.as_ref().and_then(|s| s.port),
+    };
+    if let Some(service) = &mut spec.service
         && service.port.take().is_some()
         && *service == v1beta1::ServiceSpec::default()
     {
         // `up` recreates the service from containerPort; stash it only if it holds more.
-        rest.service = None;
+        spec.service = None;
     }
-    let rest_status = status.map(|s| v1beta1::MemcachedStatus {
-        conditions: None,
-        ..s.clone()
-    });
+    let (converted_status, rest_status) = match status {
+        Some(mut status) => {
+            let conditions = status.conditions.take();
+            (Some(v1alpha1::MemcachedStatus { conditions }), Some(status))
+        }
+        None => (None, None),
+    };
     let stash = Stash {
-        spec: (rest != v1beta1::MemcachedSpec::default()).then_some(rest),
+        spec: (spec != v1beta1::MemcachedSpec::default()).then_some(spec),
         status: rest_status.filter(|s| *s != v1beta1::MemcachedStatus::default()),
     };
     let stash = (stash != Stash::default())
         .then(|| serde_json::to_string(&stash).ok())
         .flatten();
     Down {
-        spec: v1alpha1::MemcachedSpec {
-            size: spec.replicas,
-            container_port: spec.service.as_ref().and_then(|s| s.port),
-        },
-        status: status.map(|s| v1alpha1::MemcachedStatus {
-            conditions: s.conditions.clone(),
-        }),
+        spec: converted_spec,
+        status: converted_status,
         stash,
     }
 }
@@ -216,6 +235,31 @@ pub fn desired_version(desired_api_version: &str) -> Result<&str, ConversionErro
         })
 }
 
+/// The path of an object that conversion reads member by member: the metadata and its
+/// annotations, where the stash lives. Everything else is kept as raw text.
+const EDITED_PATH: &[&str] = &["metadata", "annotations"];
+
+/// An object of a ConversionReview, read in one pass: its members, its metadata's members and
+/// its annotations, every other value (spec, status, labels, managedFields...) as the raw text
+/// of the review.
+#[derive(Clone, Debug)]
+pub struct ShallowObject<'a>(Shallow<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ShallowObject<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Expand(EDITED_PATH)
+            .deserialize(deserializer)
+            .map(ShallowObject)
+    }
+}
+
+impl ShallowObject<'_> {
+    /// The object as a tree.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        self.0.to_value()
+    }
+}
+
 /// Converts one object of a ConversionReview to `desired_api_version`.
 ///
 /// Only `apiVersion`, `spec`, `status` and the stash annotation change; every other byte of
@@ -227,87 +271,127 @@ pub fn convert_object(object: Value, desired_api_version: &str) -> Result<Value,
 /// [`convert_object`] for the object at `position` in a review, named by it when it has no
 /// name.
 pub fn convert_nth(
-    mut object: Value,
+    object: Value,
     desired_api_version: &str,
     position: usize,
 ) -> Result<Value, ConversionError> {
+    let unreadable = |error: serde_json::Error| ConversionError::NotAMemcached {
+        object: format!("#{position} (unnamed)"),
+        reason: format!("is not JSON: {error}"),
+    };
+    let text = object.to_string();
+    let object: ShallowObject<'_> = serde_json::from_str(&text).map_err(unreadable)?;
+    let mut out = Vec::with_capacity(text.len() + 512);
+    write_converted(object, desired_api_version, position, &mut out)?;
+    serde_json::from_slice(&out).map_err(unreadable)
+}
+
+/// Converts the object at `position` of a review to `desired_api_version` and appends it to
+/// `out` as JSON. On an error nothing is appended.
+///
+/// Only `apiVersion`, `spec`, `status` and the stash annotation are written anew; every other
+/// value is copied from the review's text. Metadata that is missing becomes `{}`; metadata or
+/// annotations that are `null` become an object when the stash must be written, and any other
+/// value there that cannot hold the stash is an error rather than a stash silently dropped.
+pub fn write_converted(
+    object: ShallowObject<'_>,
+    desired_api_version: &str,
+    position: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), ConversionError> {
     let desired = desired_version(desired_api_version)?;
-    let name = describe(&object, position);
-    let Some(fields) = object.as_object_mut() else {
+    let Shallow::Object(mut fields) = object.0 else {
         return Err(ConversionError::NotAMemcached {
-            object: name,
+            object: format!("#{position} (unnamed)"),
             reason: "is not a JSON object".into(),
         });
     };
-    let kind = fields
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let name = describe(&fields, position);
+    let text = |field: &str| {
+        fields
+            .get(field)
+            .and_then(Shallow::as_str)
+            .unwrap_or_default()
+    };
+    let kind = text("kind");
     if kind != KIND {
         return Err(ConversionError::NotAMemcached {
             object: name,
             reason: format!("kind is {kind:?}, expected {KIND:?}"),
         });
     }
-    let current_api_version = fields
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    let current_api_version = text("apiVersion");
     let current =
         desired_version(&current_api_version).map_err(|_| ConversionError::NotAMemcached {
             object: name.clone(),
             reason: format!("apiVersion {current_api_version:?} is not served by {GROUP}"),
         })?;
-    if current == desired {
-        return Ok(object);
-    }
-    if desired == DEPRECATED_VERSION {
-        let spec: v1beta1::MemcachedSpec = read(fields, "spec", &name, current)?;
-        let status: Option<v1beta1::MemcachedStatus> = read(fields, "status", &name, current)?;
-        let converted = down(&spec, status.as_ref());
-        write(fields, "spec", Some(&converted.spec), &name)?;
-        write(fields, "status", converted.status.as_ref(), &name)?;
-        set_stash_json(fields, converted.stash);
-    } else {
-        let spec: v1alpha1::MemcachedSpec = read(fields, "spec", &name, current)?;
-        let status: Option<v1alpha1::MemcachedStatus> = read(fields, "status", &name, current)?;
-        let stash = fields
-            .get("metadata")
-            .and_then(|m| m.get("annotations"))
-            .and_then(|a| a.get(STASH_ANNOTATION));
-        let stash = match stash {
-            None => None,
-            Some(Value::String(text)) => Some(text.as_str()),
-            Some(other) => {
-                return Err(ConversionError::BadStash {
-                    object: name,
-                    reason: format!("expected a string, found {other}"),
-                });
-            }
-        };
-        let (spec, status) =
-            up(&spec, status.as_ref(), stash).map_err(|e| ConversionError::BadStash {
-                object: name.clone(),
-                reason: e.to_string(),
+    if current != desired {
+        if desired == DEPRECATED_VERSION {
+            let spec: v1beta1::MemcachedSpec = read(&fields, "spec", &name, current)?;
+            let status: Option<v1beta1::MemcachedStatus> = read(&fields, "status", &name, current)?;
+            let converted = down_owned(spec, status);
+            write(&mut fields, "spec", Some(&converted.spec), &name)?;
+            write(&mut fields, "status", converted.status.as_ref(), &name)?;
+            set_stash_member(&mut fields, converted.stash, &name)?;
+        } else {
+            let spec: v1alpha1::MemcachedSpec = read(&fields, "spec", &name, current)?;
+            let status: Option<v1alpha1::MemcachedStatus> =
+                read(&fields, "status", &name, current)?;
+            let stash = fields
+                .get("metadata")
+                .and_then(|m| m.member("annotations"))
+                .and_then(|a| a.member(STASH_ANNOTATION));
+            let stash = match stash {
+                None => None,
+                Some(value) => match value.as_str() {
+                    Some(text) => Some(text),
+                    None => {
+                        let found = value
+                            .to_value()
+                            .map_or_else(|e| e.to_string(), |v| v.to_string());
+                        return Err(ConversionError::BadStash {
+                            object: name,
+                            reason: format!("expected a string, found {found}"),
+                        });
+                    }
+                },
+            };
+            let (spec, status) = up(&spec, status.as_ref(), stash.as_deref()).map_err(|e| {
+                ConversionError::BadStash {
+                    object: name.clone(),
+                    reason: e.to_string(),
+                }
             })?;
-        write(fields, "spec", Some(&spec), &name)?;
-        write(fields, "status", status.as_ref(), &name)?;
-        set_stash_json(fields, None);
+            write(&mut fields, "spec", Some(&spec), &name)?;
+            write(&mut fields, "status", status.as_ref(), &name)?;
+            set_stash_member(&mut fields, None, &name)?;
+        }
+        fields.insert(
+            "apiVersion",
+            Shallow::Value(Value::String(api_version(desired))),
+        );
     }
-    fields.insert("apiVersion".into(), Value::String(api_version(desired)));
-    Ok(object)
+    let start = out.len();
+    Shallow::Object(fields).write(out).map_err(|e| {
+        out.truncate(start);
+        ConversionError::Unwritable {
+            object: name,
+            reason: e.to_string(),
+        }
+    })
 }
 
-fn read<T: for<'de> Deserialize<'de> + Default>(
-    fields: &mut Map<String, Value>,
+fn read<T: DeserializeOwned + Default>(
+    fields: &Members<'_>,
     field: &'static str,
     object: &str,
     version: &str,
 ) -> Result<T, ConversionError> {
-    match fields.remove(field) {
-        None | Some(Value::Null) => Ok(T::default()),
-        Some(value) => serde_json::from_value(value).map_err(|e| ConversionError::Malformed {
+    match fields.get(field) {
+        None => Ok(T::default()),
+        Some(value) if value.is_null() => Ok(T::default()),
+        Some(value) => value.decode().map_err(|e| ConversionError::Malformed {
             object: object.to_string(),
             field,
             version: version.to_string(),
@@ -316,65 +400,83 @@ fn read<T: for<'de> Deserialize<'de> + Default>(
     }
 }
 
+/// Sets `field` to `value`, or removes it when there is no value.
 fn write<T: Serialize>(
-    fields: &mut Map<String, Value>,
+    fields: &mut Members<'_>,
     field: &'static str,
     value: Option<&T>,
     object: &str,
 ) -> Result<(), ConversionError> {
-    if let Some(value) = value {
-        let value = serde_json::to_value(value).map_err(|e| ConversionError::Malformed {
-            object: object.to_string(),
-            field,
-            version: String::new(),
-            reason: e.to_string(),
-        })?;
-        fields.insert(field.into(), value);
+    match value {
+        Some(value) => {
+            let value = Shallow::serialized(value).map_err(|e| ConversionError::Unwritable {
+                object: object.to_string(),
+                reason: format!("{field}: {e}"),
+            })?;
+            fields.insert(field, value);
+        }
+        None => {
+            fields.remove(field);
+        }
     }
     Ok(())
 }
 
-fn set_stash_json(fields: &mut Map<String, Value>, stash: Option<String>) {
-    let Some(metadata) = fields
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()))
-        .as_object_mut()
-    else {
-        return;
+/// Writes the stash annotation, or removes it (and annotations it leaves empty).
+fn set_stash_member(
+    fields: &mut Members<'_>,
+    stash: Option<String>,
+    object: &str,
+) -> Result<(), ConversionError> {
+    let cannot_hold = |field: &str| ConversionError::NotAMemcached {
+        object: object.to_string(),
+        reason: format!(
+            "{field} is not a JSON object, so it cannot hold annotation {STASH_ANNOTATION}"
+        ),
     };
-    match stash {
-        Some(stash) => {
-            let annotations = metadata
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Some(annotations) = annotations.as_object_mut() {
-                annotations.insert(STASH_ANNOTATION.into(), Value::String(stash));
-            }
-        }
-        None => {
-            let emptied = metadata
-                .get_mut("annotations")
-                .and_then(Value::as_object_mut)
-                .is_some_and(|annotations| {
+    let metadata = fields.get_or_insert_with("metadata", Shallow::object);
+    let Some(stash) = stash else {
+        if let Shallow::Object(metadata) = metadata {
+            let emptied = match metadata.get_mut("annotations") {
+                Some(Shallow::Object(annotations)) => {
                     annotations.remove(STASH_ANNOTATION).is_some() && annotations.is_empty()
-                });
+                }
+                _ => false,
+            };
             if emptied {
                 metadata.remove("annotations");
             }
         }
+        return Ok(());
+    };
+    if metadata.is_null() {
+        *metadata = Shallow::object();
     }
+    let Shallow::Object(metadata) = metadata else {
+        return Err(cannot_hold("metadata"));
+    };
+    let annotations = metadata.get_or_insert_with("annotations", Shallow::object);
+    if annotations.is_null() {
+        *annotations = Shallow::object();
+    }
+    let Shallow::Object(annotations) = annotations else {
+        return Err(cannot_hold("metadata.annotations"));
+    };
+    annotations.insert(STASH_ANNOTATION, Shallow::Value(Value::String(stash)));
+    Ok(())
 }
 
 /// Names an object for messages: `namespace/name`, or its position in the review.
-fn describe(object: &Value, position: usize) -> String {
-    let metadata = object.get("metadata");
-    let name = metadata.and_then(|m| m.get("name")).and_then(Value::as_str);
-    let namespace = metadata
-        .and_then(|m| m.get("namespace"))
-        .and_then(Value::as_str);
-    match (namespace, name) {
+fn describe(fields: &Members<'_>, position: usize) -> String {
+    let metadata = fields.get("metadata");
+    let text = |field| {
+        metadata
+            .and_then(|m| m.member(field))
+            .and_then(Shallow::as_str)
+    };
+    match (text("namespace"), text("name")) {
         (Some(namespace), Some(name)) => format!("{namespace}/{name}"),
-        (None, Some(name)) => name.to_string(),
+        (None, Some(name)) => name.into_owned(),
         _ => format!("#{position} (unnamed)"),
     }
 }
@@ -570,6 +672,119 @@ mod tests {
             convert_object(object.clone(), "cache.f2367556.dev/v1beta1"),
             Ok(object)
         );
+    }
+
+    /// Converts the JSON text of an object at `position` of a review, as the webhook does.
+    fn converted_text(
+        text: &str,
+        desired: &str,
+        position: usize,
+    ) -> Result<String, ConversionError> {
+        let object: ShallowObject<'_> = serde_json::from_str(text).expect("valid JSON");
+        let mut out = b"[".to_vec();
+        write_converted(object, desired, position, &mut out)?;
+        out.push(b']');
+        Ok(String::from_utf8(out).expect("UTF-8"))
+    }
+
+    #[test]
+    fn metadata_and_unknown_members_are_copied_as_they_came() {
+        let managed_fields = r#"[{"apiVersion":"cache.f2367556.dev/v1beta1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:replicas":{}}},"manager":"kubectl","operation":"Update","time":"2026-11-20T09:14:02Z"}]"#;
+        let owner_references =
+            r#"[{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":"1b2c"}]"#;
+        let labels = r#"{"app.kubernetes.io/name":"memcached","\u00e9t\u00e9":"caf\u00e9"}"#;
+        let text = format!(
+            r#"{{"apiVersion":"cache.f2367556.dev/v1beta1","kind":"Memcached","extra":{{"kept": [1, 2.50]}},"metadata":{{"name":"a","namespace":"ns","labels":{labels},"managedFields":{managed_fields},"ownerReferences":{owner_references},"annotations":{{"keep":"me","tab\there":"\u00e9"}},"somethingNew":{{"x":1}}}},"spec":{{"replicas":2,"memcached":{{"threads":8}}}},"status":{{"replicas":2,"conditions":[]}}}}"#
+        );
+        let down = converted_text(&text, "cache.f2367556.dev/v1alpha1", 0).expect("converts");
+        for verbatim in [
+            managed_fields,
+            owner_references,
+            labels,
+            r#""extra":{"kept": [1, 2.50]}"#,
+        ] {
+            assert!(down.contains(verbatim), "{verbatim} not in {down}");
+        }
+        let down_value: Value = serde_json::from_str(&down).expect("JSON");
+        let original: Value = serde_json::from_str(&text).expect("JSON");
+        let mut metadata = down_value[0]["metadata"].clone();
+        let stash = metadata["annotations"]
+            .as_object_mut()
+            .and_then(|a| a.remove(STASH_ANNOTATION))
+            .expect("a stash");
+        assert!(
+            stash.as_str().is_some_and(|s| s.contains("\"threads\":8")),
+            "{stash}"
+        );
+        assert_eq!(metadata, original["metadata"]);
+        assert_eq!(down_value[0]["extra"], original["extra"]);
+
+        let up_text = serde_json::to_string(&down_value[0]).expect("serialises");
+        let up = converted_text(&up_text, "cache.f2367556.dev/v1beta1", 0).expect("converts");
+        let up: Value = serde_json::from_str(&up).expect("JSON");
+        assert_eq!(up[0], original);
+    }
+
+    #[test]
+    fn an_object_that_does_not_fit_is_refused_naming_it_and_the_field() {
+        let text = r#"{"apiVersion":"cache.f2367556.dev/v1beta1","kind":"Memcached","metadata":{"name":"big","namespace":"ns"},"spec":{"replicas":1e40}}"#;
+        let error = converted_text(text, "cache.f2367556.dev/v1alpha1", 4).expect_err("1e40");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("object ns/big: spec does not match v1beta1: replicas: "),
+            "{message}"
+        );
+        let unnamed = r#"{"apiVersion":"cache.f2367556.dev/v1beta1","kind":"Memcached","spec":{"memcached":{"threads":"eight"}}}"#;
+        let error =
+            converted_text(unnamed, "cache.f2367556.dev/v1alpha1", 4).expect_err("a string");
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "object #4 (unnamed): spec does not match v1beta1: memcached.threads: invalid type"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_large_object_converts_with_its_annotations_intact() {
+        let large = "x\\\"y".repeat(256 * 1024);
+        let text = format!(
+            r#"{{"apiVersion":"cache.f2367556.dev/v1beta1","kind":"Memcached","metadata":{{"name":"a","annotations":{{"large":"{large}"}}}},"spec":{{"replicas":1,"image":"memcached:1.6"}}}}"#
+        );
+        let down = converted_text(&text, "cache.f2367556.dev/v1alpha1", 0).expect("converts");
+        assert!(down.contains(&format!(r#""large":"{large}""#)));
+        let down: Value = serde_json::from_str(&down).expect("JSON");
+        assert_eq!(down[0]["spec"], json!({"size": 1}));
+    }
+
+    #[test]
+    fn metadata_that_cannot_hold_the_stash_is_an_error_not_a_loss() {
+        let with = |metadata: &str| {
+            format!(
+                r#"{{"apiVersion":"cache.f2367556.dev/v1beta1","kind":"Memcached","metadata":{metadata},"spec":{{"image":"memcached:1.6"}}}}"#
+            )
+        };
+        for (metadata, problem) in [
+            (r#""text""#, "metadata is not a JSON object"),
+            (
+                r#"{"name":"m","annotations":[1]}"#,
+                "metadata.annotations is not a JSON object",
+            ),
+        ] {
+            let error = converted_text(&with(metadata), "cache.f2367556.dev/v1alpha1", 2)
+                .expect_err("nowhere to stash");
+            assert!(error.to_string().contains(problem), "{error}");
+        }
+        for metadata in ["null", r#"{"annotations":null}"#] {
+            let down = converted_text(&with(metadata), "cache.f2367556.dev/v1alpha1", 0)
+                .expect("converts");
+            let down: Value = serde_json::from_str(&down).expect("JSON");
+            assert!(
+                down[0]["metadata"]["annotations"][STASH_ANNOTATION].is_string(),
+                "{down}"
+            );
+        }
     }
 
     proptest! {

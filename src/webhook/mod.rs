@@ -5,6 +5,7 @@
 //! `config/` manifests all read this table.
 
 pub mod certs;
+mod metadata;
 pub mod review;
 pub mod server;
 

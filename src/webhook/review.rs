@@ -14,7 +14,6 @@
 use http::StatusCode;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview,
     META_API_VERSION_V1 as ADMISSION_API_VERSION, META_KIND as ADMISSION_KIND, Operation,
@@ -22,7 +21,7 @@ use kube::core::admission::{
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, Status, TypeMeta};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -30,9 +29,11 @@ use crate::admission::defaults::{Defaults, default_spec};
 use crate::admission::validate::{
     Denial, Warnings, validate_create, validate_delete, validate_update,
 };
+use crate::api::convert::ShallowObject;
 use crate::api::{self, convert, v1beta1};
 use crate::telemetry::Decision;
 use crate::webhook::WebhookKind;
+use crate::webhook::metadata::WireMeta;
 
 /// The `apiVersion` of the ConversionReview served (kube-core keeps its own constant private).
 const CONVERSION_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -262,6 +263,7 @@ struct WireAdmissionReview<'a> {
 }
 
 /// The fields of kube's `AdmissionRequest<DynamicObject>`; see [`WireAdmissionReview`].
+/// `options` is checked and dropped: nothing reads it, and kube reads it into a tree.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireAdmissionRequest<'a> {
@@ -289,17 +291,19 @@ struct WireAdmissionRequest<'a> {
     #[serde(default)]
     dry_run: bool,
     #[serde(default)]
-    options: Option<RawExtension>,
+    #[allow(dead_code)] // Decoded only to refuse what kube's types refuse; no rule reads it.
+    options: Option<IgnoredAny>,
 }
 
-/// The fields of a `DynamicObject` the webhooks read; see [`WireAdmissionReview`].
+/// The fields of a `DynamicObject` the webhooks read; see [`WireAdmissionReview`]. The
+/// metadata lacks `managedFields`, which is checked and dropped ([`WireMeta`]).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireObject<'a> {
     api_version: Option<String>,
     kind: Option<String>,
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: WireMeta,
     #[serde(borrow)]
     spec: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -314,7 +318,7 @@ impl<'a> WireObject<'a> {
         };
         ReviewObject {
             types,
-            metadata: self.metadata,
+            metadata: self.metadata.0,
             spec: self.spec.map(Json::Raw),
             status: self.status.map(Json::Raw),
         }
@@ -348,7 +352,7 @@ fn decode_admission(body: &[u8]) -> Option<(AdmissionRequest<DynamicObject>, Obj
         object: None,
         old_object: None,
         dry_run: wire.dry_run,
-        options: wire.options,
+        options: None,
     };
     let objects = Objects {
         object: wire.object.map(WireObject::into_review_object),
@@ -604,31 +608,38 @@ fn validate(
 }
 
 /// The fields of kube's `ConversionReview`, decoded straight from the body; see
-/// [`WireAdmissionReview`] for why.
+/// [`WireAdmissionReview`] for why. Each object is read shallowly ([`ShallowObject`]): its spec,
+/// status and metadata other than the annotations stay slices of the body.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireConversionReview {
+struct WireConversionReview<'a> {
     api_version: String,
     kind: String,
-    request: Option<ConversionRequest>,
+    #[serde(borrow)]
+    request: Option<WireConversionRequest<'a>>,
     #[serde(default)]
     #[allow(dead_code)] // Decoded only to refuse what kube's types refuse.
     response: Option<ConversionResponse>,
 }
 
+/// The fields of kube's `ConversionRequest`, the objects read shallowly.
+#[derive(Deserialize)]
+struct WireConversionRequest<'a> {
+    uid: String,
+    #[serde(rename = "desiredAPIVersion")]
+    desired_api_version: String,
+    #[serde(borrow)]
+    objects: Vec<ShallowObject<'a>>,
+}
+
 /// Decodes the request of a ConversionReview in one pass, or `None` when the body is not an
 /// `apiextensions.k8s.io/v1` ConversionReview with a request.
-fn decode_conversion(body: &[u8]) -> Option<ConversionRequest> {
-    let review: WireConversionReview = serde_json::from_slice(body).ok()?;
+fn decode_conversion(body: &[u8]) -> Option<WireConversionRequest<'_>> {
+    let review: WireConversionReview<'_> = serde_json::from_slice(body).ok()?;
     if review.api_version != CONVERSION_API_VERSION || review.kind != CONVERSION_KIND {
         return None;
     }
-    let mut request = review.request?;
-    request.types = Some(TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    });
-    Some(request)
+    review.request
 }
 
 /// Decodes a ConversionReview with kube's types: what [`decode_conversion`] does not read is
@@ -644,10 +655,42 @@ fn decode_conversion_strictly(body: &[u8]) -> Result<ConversionRequest, ReviewEr
 
 /// Decodes a ConversionReview, converts every object or none, and serialises the response.
 fn convert_review(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewError> {
-    let mut request = match decode_conversion(body) {
-        Some(request) => request,
-        None => decode_conversion_strictly(body)?,
+    match decode_conversion(body) {
+        Some(request) => answer_conversion(webhook, request, body.len()),
+        None => convert_strictly(webhook, body),
+    }
+}
+
+/// Decodes a ConversionReview with kube's types, converts every object or none, and
+/// serialises the response: the answer to what [`decode_conversion`] does not read.
+fn convert_strictly(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewError> {
+    let request = decode_conversion_strictly(body)?;
+    // Kube's types read the objects into trees; write them out again to read them shallowly.
+    let texts: Vec<String> = request.objects.iter().map(Value::to_string).collect();
+    let objects = texts
+        .iter()
+        .map(|text| serde_json::from_str(text))
+        .collect::<Result<_, _>>()
+        .map_err(|source| ReviewError::Malformed {
+            expected: expected(CONVERSION_API_VERSION, CONVERSION_KIND),
+            source,
+        })?;
+    let request = WireConversionRequest {
+        uid: request.uid,
+        desired_api_version: request.desired_api_version,
+        objects,
     };
+    answer_conversion(webhook, request, body.len())
+}
+
+/// Converts every object of a decoded ConversionReview, or none, and writes the response
+/// (about `size` bytes) in one buffer: each object is written straight into it as it is
+/// converted, and the buffer goes back to where the objects start when one fails.
+fn answer_conversion(
+    webhook: &'static str,
+    request: WireConversionRequest<'_>,
+    size: usize,
+) -> Result<Reply, ReviewError> {
     let span = tracing::info_span!(
         "review",
         webhook,
@@ -656,41 +699,60 @@ fn convert_review(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewErr
         objects = request.objects.len(),
     );
     let _entered = span.enter();
-    let objects = std::mem::take(&mut request.objects);
-    let desired = request.desired_api_version.clone();
-    let response = ConversionResponse::for_request(request);
-    let converted: Result<Vec<Value>, String> = convert::desired_version(&desired)
-        .map_err(|error| error.to_string())
-        .and_then(|_| {
-            objects
-                .into_iter()
-                .enumerate()
-                .map(|(position, object)| {
-                    convert::convert_nth(object, &desired, position)
-                        .map_err(|error| error.to_string())
-                })
-                .collect()
-        });
-    let (response, decision) = match converted {
-        Ok(objects) => {
+    let desired = request.desired_api_version;
+    // Going down, each object gains the stash annotation: a few hundred bytes.
+    let mut body = Vec::with_capacity(size + size / 8 + 1024);
+    body.extend_from_slice(br#"{"apiVersion":"#);
+    write_json(&mut body, CONVERSION_API_VERSION)?;
+    body.extend_from_slice(br#","kind":"#);
+    write_json(&mut body, CONVERSION_KIND)?;
+    body.extend_from_slice(br#","response":{"uid":"#);
+    write_json(&mut body, &request.uid)?;
+    body.extend_from_slice(br#","convertedObjects":["#);
+    let objects_start = body.len();
+    let converted = convert::desired_version(&desired).and_then(|_| {
+        request
+            .objects
+            .into_iter()
+            .enumerate()
+            .try_for_each(|(position, object)| {
+                if position > 0 {
+                    body.push(b',');
+                }
+                convert::write_converted(object, &desired, position, &mut body)
+            })
+    });
+    let (result, decision) = match converted {
+        Ok(()) => {
             tracing::debug!("converted");
-            (response.success(objects), Decision::Allowed)
+            (Status::success(), Decision::Allowed)
         }
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             tracing::info!(reason = %message, "conversion failed");
-            (
-                response.failure(Status::failure(&message, "")),
-                Decision::Denied,
-            )
+            body.truncate(objects_start);
+            (Status::failure(&message, ""), Decision::Denied)
         }
     };
-    let body = serde_json::to_vec(&response.into_review()).map_err(ReviewError::Serialize)?;
+    body.extend_from_slice(br#"],"result":"#);
+    write_json(&mut body, &result)?;
+    body.extend_from_slice(b"}}");
     Ok(Reply::review(body, decision))
+}
+
+/// Appends `value` as JSON.
+fn write_json<T: serde::Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), ReviewError> {
+    serde_json::to_writer(out, value).map_err(ReviewError::Serialize)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::DELETION_PROTECTION_ANNOTATION;
+    use crate::api::convert::STASH_ANNOTATION;
 
     /// An AdmissionReview as a v1.33 API server sends it for `kubectl apply` of a new
     /// Memcached (uid and timestamps from a kind cluster).
@@ -936,10 +998,62 @@ mod tests {
     }
 
     #[test]
+    fn metadata_and_options_the_rules_do_not_read_are_still_checked_as_kubes_types_check_them() {
+        let bodies = [
+            with_request(|request| request["object"]["metadata"]["managedFields"] = 7.into()),
+            with_request(|request| {
+                request["object"]["metadata"]["managedFields"][0]["time"] = "noon".into()
+            }),
+            with_request(|request| {
+                request["object"]["metadata"]["managedFields"][0] = serde_json::json!(["x"])
+            }),
+            with_request(|request| {
+                request["object"]["metadata"]["managedFields"][0]["fieldsV1"] =
+                    serde_json::json!([1, {"f:x": null}])
+            }),
+            with_request(|request| request["object"]["metadata"]["managedFields"] = Value::Null),
+            with_request(|request| request["object"]["metadata"] = serde_json::json!([])),
+            with_request(|request| request["object"]["metadata"]["annotations"] = 7.into()),
+            with_request(|request| request["options"] = serde_json::json!([1, 2])),
+            with_request(|request| {
+                request["object"]["metadata"]["annotations"] = serde_json::json!({
+                    STASH_ANNOTATION: "{}", DELETION_PROTECTION_ANNOTATION: "true"})
+            }),
+            with_request(|request| {
+                request["operation"] = "DELETE".into();
+                request["object"]["metadata"]["annotations"] =
+                    serde_json::json!({DELETION_PROTECTION_ANNOTATION: "true"});
+                request["oldObject"] = request["object"].take();
+            }),
+        ];
+        for body in &bodies {
+            for kind in [WebhookKind::Mutating, WebhookKind::Validating] {
+                let fast = answer(kind, body, &defaults());
+                let strict = answer_strictly(kind, body);
+                let text = String::from_utf8_lossy(body);
+                assert_eq!(fast.status, strict.status, "{kind:?} {text}");
+                assert_eq!(fast.decision, strict.decision, "{kind:?} {text}");
+                assert_eq!(
+                    String::from_utf8_lossy(&fast.body),
+                    String::from_utf8_lossy(&strict.body),
+                    "{kind:?} {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn the_one_pass_conversion_decoder_reads_what_kubes_types_read() {
         let fast = decode_conversion(CONVERSION_REVIEW.as_bytes()).expect("decodes");
         let strict = decode_conversion_strictly(CONVERSION_REVIEW.as_bytes()).expect("decodes");
-        assert_eq!(fast, strict);
+        assert_eq!(fast.uid, strict.uid);
+        assert_eq!(fast.desired_api_version, strict.desired_api_version);
+        let objects: Vec<Value> = fast
+            .objects
+            .iter()
+            .map(|object| object.to_value().expect("JSON"))
+            .collect();
+        assert_eq!(objects, strict.objects);
         for body in [
             CONVERSION_REVIEW.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"),
             r#"{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1"}"#.to_string(),
@@ -947,6 +1061,91 @@ mod tests {
         ] {
             assert!(decode_conversion(body.as_bytes()).is_none(), "{body}");
         }
+    }
+
+    #[test]
+    fn the_one_pass_conversion_decoder_answers_exactly_as_kubes_types() {
+        let object = |name: &str, spec: Value| {
+            serde_json::json!({"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached",
+                "metadata": {"name": name, "namespace": "shop", "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+                "spec": spec, "status": {"replicas": 1, "conditions": []}})
+        };
+        let review = |desired: &str, objects: Vec<Value>| {
+            serde_json::to_vec(&serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "ConversionReview",
+                "request": {"uid": "u", "desiredAPIVersion": desired, "objects": objects}}))
+            .expect("serialises")
+        };
+        let bodies = [
+            CONVERSION_REVIEW.as_bytes().to_vec(),
+            review(
+                "cache.f2367556.dev/v1alpha1",
+                vec![
+                    object(
+                        "a",
+                        serde_json::json!({"replicas": 2, "image": "memcached:1.6"}),
+                    ),
+                    object("b", Value::Null),
+                ],
+            ),
+            review(
+                "cache.f2367556.dev/v1alpha1",
+                vec![
+                    object("a", serde_json::json!({})),
+                    object("b", serde_json::json!({"replicas": "two"})),
+                ],
+            ),
+            review(
+                "cache.f2367556.dev/v1beta1",
+                vec![object("a", serde_json::json!({}))],
+            ),
+            review(
+                "cache.f2367556.dev/v1beta1",
+                vec![serde_json::json!(["not", "an", "object"])],
+            ),
+            review("cache.f2367556.dev/v1beta1", vec![]),
+            review(
+                "cache.f2367556.dev/v9",
+                vec![object("a", serde_json::json!({}))],
+            ),
+        ];
+        for body in &bodies {
+            let fast = answer(WebhookKind::Conversion, body, &defaults());
+            let strict = convert_strictly("conversion", body)
+                .unwrap_or_else(|error| Reply::error(error.status(), error.to_string()));
+            let text = String::from_utf8_lossy(body);
+            assert_eq!(fast.status, strict.status, "{text}");
+            assert_eq!(fast.decision, strict.decision, "{text}");
+            let fast: Value = serde_json::from_slice(&fast.body).expect("JSON");
+            let strict: Value = serde_json::from_slice(&strict.body).expect("JSON");
+            assert_eq!(fast, strict, "{text}");
+        }
+    }
+
+    #[test]
+    fn one_bad_object_fails_the_review_naming_it_and_converts_nothing() {
+        let body = serde_json::to_vec(&serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "ConversionReview",
+            "request": {"uid": "u", "desiredAPIVersion": "cache.f2367556.dev/v1alpha1", "objects": [
+                {"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached", "metadata": {"name": "a"}, "spec": {}},
+                {"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached", "spec": {"replicas": "two"}},
+            ]}}))
+        .expect("serialises");
+        let reply = answer(WebhookKind::Conversion, &body, &defaults());
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.decision, Some(Decision::Denied));
+        let review: Value = serde_json::from_slice(&reply.body).expect("one JSON review");
+        assert_eq!(review["apiVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(review["kind"], "ConversionReview");
+        let response = &review["response"];
+        assert_eq!(response["uid"], "u");
+        assert_eq!(response["result"]["status"], "Failure");
+        let message = response["result"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("object #1 (unnamed): spec does not match v1beta1: replicas: "),
+            "{message}"
+        );
+        assert_eq!(response["convertedObjects"], serde_json::json!([]));
     }
 
     #[test]

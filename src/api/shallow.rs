@@ -1,0 +1,532 @@
+//! Reads a JSON object in one pass without building a tree of it, and writes it back.
+//!
+//! An object is read into its members, in order; each member's value stays the raw text it
+//! had in the input, except on the path given to [`Expand`], whose objects are read into
+//! their members too. Writing copies the raw text back, so a value nobody edits leaves as it
+//! came. This module knows nothing of Memcached: `convert` says which path to expand (the
+//! metadata and its annotations) and what to edit.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::value::SeqAccessDeserializer;
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A JSON value, read shallowly.
+#[derive(Clone, Debug)]
+pub enum Shallow<'a> {
+    /// An object on the expanded path: its members.
+    Object(Members<'a>),
+    /// A value as it appeared in the input.
+    Raw(&'a RawValue),
+    /// A value on the expanded path that is not an object, or a value set by an edit.
+    Value(Value),
+    /// JSON written by serde_json for an edit.
+    Json(String),
+}
+
+/// The members of a JSON object, in the order they came. A name given twice keeps its first
+/// place and its last value, as `serde_json::Map` keeps the last.
+#[derive(Clone, Debug, Default)]
+pub struct Members<'a>(Vec<(Cow<'a, str>, Shallow<'a>)>);
+
+impl<'a> Shallow<'a> {
+    /// An object without members.
+    pub fn object() -> Self {
+        Shallow::Object(Members::default())
+    }
+
+    /// The JSON serde_json writes for `value`.
+    pub fn serialized<T: serde::Serialize>(value: &T) -> Result<Self, serde_json::Error> {
+        serde_json::to_string(value).map(Shallow::Json)
+    }
+
+    /// Whether this is JSON `null`.
+    pub fn is_null(&self) -> bool {
+        match self {
+            Shallow::Raw(raw) => raw.get() == "null",
+            Shallow::Value(value) => value.is_null(),
+            Shallow::Json(json) => json == "null",
+            Shallow::Object(_) => false,
+        }
+    }
+
+    /// The member `name` of an object; `None` for anything but an object, as
+    /// `serde_json::Value::get`.
+    pub fn member(&self, name: &str) -> Option<&Shallow<'a>> {
+        match self {
+            Shallow::Object(members) => members.get(name),
+            _ => None,
+        }
+    }
+
+    /// The string this value is, or `None` when it is not a string.
+    pub fn as_str(&self) -> Option<Cow<'_, str>> {
+        let text = match self {
+            Shallow::Raw(raw) => raw.get(),
+            Shallow::Json(json) => json.as_str(),
+            Shallow::Value(value) => return value.as_str().map(Cow::Borrowed),
+            Shallow::Object(_) => return None,
+        };
+        let inside = text.strip_prefix('"')?.strip_suffix('"')?;
+        if !inside.contains('\\') {
+            // The text is a JSON string (serde_json checked it), so without escapes its
+            // contents are the string itself.
+            return Some(Cow::Borrowed(inside));
+        }
+        // Escapes need unescaping into a string of their own.
+        unescape_quotes(inside)
+            .or_else(|| serde_json::from_str::<String>(text).ok())
+            .map(Cow::Owned)
+    }
+
+    /// Decodes this value into `T`. When that fails the value is read as a tree and decoded
+    /// again with its path tracked, so `T` gets what `serde_json::from_value` would give it
+    /// and the error names the path inside this value (`.` for the value itself).
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, PathError> {
+        let tree = match self {
+            Shallow::Raw(raw) => match serde_json::from_str(raw.get()) {
+                Ok(typed) => return Ok(typed),
+                Err(_) => serde_json::from_str::<Value>(raw.get()),
+            },
+            Shallow::Json(json) => match serde_json::from_str(json) {
+                Ok(typed) => return Ok(typed),
+                Err(_) => serde_json::from_str::<Value>(json),
+            },
+            Shallow::Value(value) => Ok(value.clone()),
+            Shallow::Object(_) => self.to_value(),
+        };
+        let tree = tree.map_err(|error| PathError {
+            path: ".".to_string(),
+            message: error.to_string(),
+        })?;
+        serde_path_to_error::deserialize(tree).map_err(|error| PathError {
+            path: error.path().to_string(),
+            message: error.into_inner().to_string(),
+        })
+    }
+
+    /// This value as a tree.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        match self {
+            Shallow::Raw(raw) => serde_json::from_str(raw.get()),
+            Shallow::Json(json) => serde_json::from_str(json),
+            Shallow::Value(value) => Ok(value.clone()),
+            Shallow::Object(_) => {
+                let mut text = Vec::new();
+                self.write(&mut text)?;
+                serde_json::from_slice(&text)
+            }
+        }
+    }
+
+    /// Appends this value as JSON to `out`: raw text as it came, objects member by member.
+    pub fn write(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        match self {
+            Shallow::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Shallow::Json(json) => out.extend_from_slice(json.as_bytes()),
+            Shallow::Value(value) => serde_json::to_writer(&mut *out, value)?,
+            Shallow::Object(members) => {
+                out.push(b'{');
+                for (index, (name, value)) in members.0.iter().enumerate() {
+                    if index > 0 {
+                        out.push(b',');
+                    }
+                    write_name(out, name)?;
+                    out.push(b':');
+                    value.write(out)?;
+                }
+                out.push(b'}');
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Appends a member name as a JSON string, copying it when nothing in it needs escaping.
+fn write_name(out: &mut Vec<u8>, name: &str) -> Result<(), serde_json::Error> {
+    if name.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        return serde_json::to_writer(out, name);
+    }
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
+/// Unescapes the contents of a JSON string whose only escapes are `\"`, `\\` and `\/`, as in
+/// JSON held in a string (an annotation such as the conversion stash); `None`
+/// when it holds any other escape.
+fn unescape_quotes(inside: &str) -> Option<String> {
+    let mut unescaped = Vec::with_capacity(inside.len());
+    let mut rest = inside.as_bytes();
+    while let Some(at) = memchr::memchr(b'\\', rest) {
+        unescaped.extend_from_slice(&rest[..at]);
+        match rest.get(at + 1)? {
+            byte @ (b'"' | b'\\' | b'/') => unescaped.push(*byte),
+            _ => return None,
+        }
+        rest = &rest[at + 2..];
+    }
+    unescaped.extend_from_slice(rest);
+    // Only ASCII was taken out, so what is left is as much UTF-8 as `inside` was.
+    String::from_utf8(unescaped).ok()
+}
+
+/// Why a value did not decode: where inside it, and what the decoder said.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PathError {
+    /// The path inside the value, as `serde_path_to_error` writes it (`.` for the value).
+    pub path: String,
+    /// The decoder's message.
+    pub message: String,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path == "." {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl<'a> Members<'a> {
+    /// Members from name-value pairs as read, a name given twice keeping its first place and
+    /// its last value.
+    fn deduplicated(mut pairs: Vec<(Cow<'a, str>, Shallow<'a>)>) -> Self {
+        // Objects on the expanded path are small; a hash map pays only for many members.
+        const SCAN_UP_TO: usize = 16;
+        if pairs.len() <= SCAN_UP_TO {
+            let mut index = 1;
+            while index < pairs.len() {
+                let name = &pairs[index].0;
+                match pairs[..index].iter().position(|(first, _)| first == name) {
+                    Some(first) => {
+                        let (_, value) = pairs.remove(index);
+                        pairs[first].1 = value;
+                    }
+                    None => index += 1,
+                }
+            }
+            return Members(pairs);
+        }
+        let mut places: HashMap<Cow<'a, str>, usize> = HashMap::with_capacity(pairs.len());
+        let mut kept = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            match places.get(&name) {
+                Some(&place) => kept[place] = (name, value),
+                None => {
+                    places.insert(name.clone(), kept.len());
+                    kept.push((name, value));
+                }
+            }
+        }
+        Members(kept)
+    }
+
+    /// The value of the member `name`.
+    pub fn get(&self, name: &str) -> Option<&Shallow<'a>> {
+        self.0
+            .iter()
+            .find(|(member, _)| member == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The value of the member `name`, to edit.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Shallow<'a>> {
+        self.0
+            .iter_mut()
+            .find(|(member, _)| member == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The value of the member `name`, added last with `value()` when there is none.
+    pub fn get_or_insert_with(
+        &mut self,
+        name: &'a str,
+        value: impl FnOnce() -> Shallow<'a>,
+    ) -> &mut Shallow<'a> {
+        let index = match self.0.iter().position(|(member, _)| member == name) {
+            Some(index) => index,
+            None => {
+                self.0.push((Cow::Borrowed(name), value()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[index].1
+    }
+
+    /// Sets the member `name` to `value`, in its place when it is there, else last.
+    pub fn insert(&mut self, name: impl Into<Cow<'a, str>>, value: Shallow<'a>) {
+        let name = name.into();
+        match self.get_mut(&name) {
+            Some(existing) => *existing = value,
+            None => self.0.push((name, value)),
+        }
+    }
+
+    /// Removes the member `name`, returning its value.
+    pub fn remove(&mut self, name: &str) -> Option<Shallow<'a>> {
+        let index = self.0.iter().position(|(member, _)| member == name)?;
+        Some(self.0.remove(index).1)
+    }
+
+    /// Whether there are no members.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Reads a value shallowly: an object into its members, the member named by the first
+/// element of the path read the same way with the rest of the path, every other member kept
+/// raw. A value that is not an object is read as a tree, so the path can be anything.
+#[derive(Clone, Copy, Debug)]
+pub struct Expand<'p>(pub &'p [&'p str]);
+
+impl<'de> DeserializeSeed<'de> for Expand<'_> {
+    type Value = Shallow<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shallow<'de>, D::Error> {
+        deserializer.deserialize_any(ExpandVisitor(self.0))
+    }
+}
+
+struct ExpandVisitor<'p>(&'p [&'p str]);
+
+impl<'de> Visitor<'de> for ExpandVisitor<'_> {
+    type Value = Shallow<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow<'de>, A::Error> {
+        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
+            let value = match self.0.split_first() {
+                Some((expanded, rest)) if *expanded == name => map.next_value_seed(Expand(rest))?,
+                _ => Shallow::Raw(map.next_value::<&'de RawValue>()?),
+            };
+            members.push((name, value));
+        }
+        Ok(Shallow::Object(Members::deduplicated(members)))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Shallow<'de>, A::Error> {
+        Value::deserialize(SeqAccessDeserializer::new(seq)).map(Shallow::Value)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Shallow<'de>, E> {
+        Ok(Shallow::Value(Value::Null))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Shallow<'de>, E> {
+        Ok(Shallow::Value(value.into()))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Shallow<'de>, E> {
+        Ok(Shallow::Value(value.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Shallow<'de>, E> {
+        Ok(Shallow::Value(value.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Shallow<'de>, E> {
+        Ok(Shallow::Value(value.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Shallow<'de>, E> {
+        Ok(Shallow::Value(value.into()))
+    }
+}
+
+/// A member name: borrowed from the input unless it holds escapes.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = Name<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(name)))
+            }
+
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(name.to_owned())))
+            }
+        }
+
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn read<'a>(text: &'a str, path: &[&str]) -> Shallow<'a> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        Expand(path)
+            .deserialize(&mut deserializer)
+            .expect("valid JSON")
+    }
+
+    fn written(value: &Shallow<'_>) -> String {
+        let mut out = Vec::new();
+        value.write(&mut out).expect("writes");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    #[test]
+    fn an_unedited_object_is_written_back_byte_for_byte() {
+        let text = r#"{"a":{"b": [1, 2.50, "x\u0041"],"c":{"d":null}},"e\"f":"\u00e9","g":true}"#;
+        let value = read(text, &["a", "c"]);
+        assert!(matches!(value.member("a"), Some(Shallow::Object(_))));
+        assert!(matches!(
+            value.member("a").and_then(|a| a.member("b")),
+            Some(Shallow::Raw(_))
+        ));
+        assert_eq!(
+            written(&value),
+            r#"{"a":{"b":[1, 2.50, "x\u0041"],"c":{"d":null}},"e\"f":"\u00e9","g":true}"#
+        );
+        let tree: Value = serde_json::from_str(text).expect("JSON");
+        assert_eq!(value.to_value().expect("JSON"), tree);
+    }
+
+    #[test]
+    fn values_on_the_path_that_are_not_objects_are_kept_as_they_are() {
+        for other in [
+            "null",
+            "[1,{\"x\":2}]",
+            "\"text\"",
+            "7",
+            "-7",
+            "1.5",
+            "false",
+        ] {
+            let text = format!(r#"{{"a":{other}}}"#);
+            let value = read(&text, &["a"]);
+            let expected: Value = serde_json::from_str(&text).expect("JSON");
+            assert_eq!(value.to_value().expect("JSON"), expected, "{text}");
+        }
+        assert!(matches!(read("[1]", &["a"]), Shallow::Value(_)));
+    }
+
+    #[test]
+    fn a_repeated_name_keeps_its_place_and_its_last_value() {
+        let value = read(r#"{"a":1,"b":2,"a":3}"#, &[]);
+        assert_eq!(written(&value), r#"{"a":3,"b":2}"#);
+        let tree: Value = serde_json::from_str(r#"{"a":1,"b":2,"a":3}"#).expect("JSON");
+        assert_eq!(value.to_value().expect("JSON"), tree);
+
+        let many: Vec<String> = (0..40)
+            .chain(0..40)
+            .map(|n| format!("\"k{}\":{n}", n % 30))
+            .collect();
+        let text = format!("{{{}}}", many.join(","));
+        let value = read(&text, &[]);
+        let tree: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(value.to_value().expect("JSON"), tree);
+        assert!(
+            written(&value).starts_with(r#"{"k0":30,"k1":31,"#),
+            "{}",
+            written(&value)
+        );
+    }
+
+    #[test]
+    fn strings_read_with_and_without_escapes() {
+        let value = read(r#"{"a":"plain","b":"tab\there","c":7}"#, &[]);
+        let text = |name| {
+            value
+                .member(name)
+                .and_then(|v| v.as_str().map(Cow::into_owned))
+        };
+        assert_eq!(text("a").as_deref(), Some("plain"));
+        assert_eq!(text("b").as_deref(), Some("tab\there"));
+        assert_eq!(text("c"), None);
+        assert_eq!(text("missing"), None);
+    }
+
+    #[test]
+    fn escaped_strings_read_as_serde_json_reads_them() {
+        let strings = [
+            r#""{\"spec\":{\"image\":\"a\\\\b\"}}""#,
+            r#""\\\"\/""#,
+            r#""tab\tnew\nline\r\b\f""#,
+            r#""\u00e9t\u00e9 \"\ud83d\ude00\"""#,
+            r#""quote \" then \u0041""#,
+            r#""\"""#,
+            r#""\\""#,
+        ];
+        for text in strings {
+            let expected: String = serde_json::from_str(text).expect("a JSON string");
+            let raw: &RawValue = serde_json::from_str(text).expect("a JSON string");
+            assert_eq!(
+                Shallow::Raw(raw).as_str().as_deref(),
+                Some(expected.as_str()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn members_are_edited_in_place_or_added_last() {
+        let Shallow::Object(mut members) = read(r#"{"a":1,"b":2}"#, &[]) else {
+            panic!("an object");
+        };
+        members.insert("a", Shallow::Value(json!("one")));
+        members.insert("c", Shallow::Value(json!(3)));
+        assert!(members.remove("b").is_some());
+        assert!(members.remove("b").is_none());
+        *members.get_or_insert_with("d", Shallow::object) = Shallow::Value(json!([]));
+        assert_eq!(
+            written(&Shallow::Object(members)),
+            r#"{"a":"one","c":3,"d":[]}"#
+        );
+    }
+
+    #[test]
+    fn a_value_that_does_not_decode_names_the_path_inside_it() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)] // Read only to fail.
+        struct Outer {
+            inner: Inner,
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)] // Read only to fail.
+        struct Inner {
+            count: i32,
+        }
+        let value = read(r#"{"inner":{"count":"three"}}"#, &[]);
+        let error = value.decode::<Outer>().expect_err("count is a string");
+        assert_eq!(error.path, "inner.count");
+        assert!(
+            error
+                .to_string()
+                .starts_with("inner.count: invalid type: string \"three\"")
+        );
+        let error = read(r#""text""#, &[])
+            .decode::<Outer>()
+            .expect_err("not an object");
+        assert_eq!(error.path, ".");
+        assert!(!error.to_string().starts_with('.'), "{error}");
+    }
+}
