@@ -1,6 +1,7 @@
 # memcached-operator. The two commands that matter:
 #   make run    run the operator (on a local control plane when KUBECONFIG is unset)
-#   make test   every test: formatting, lints, unit, integration, end-to-end, bundle validation
+#   make test   every test: formatting, lints, unit, integration, end-to-end, bundle validation,
+#               and a short fuzzing pass
 # Both install what they need (crates, Go-built tools under .tools/) on first use.
 
 SHELL := /usr/bin/env bash
@@ -31,6 +32,7 @@ lint: fmt-check clippy
 
 fmt-check:
 	$(CARGO) fmt --check
+	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 
 clippy:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
@@ -41,7 +43,7 @@ test-rust: test-tools
 	$(CARGO) test --locked
 
 ## test: everything CI runs.
-test: lint test-rust validate
+test: lint test-rust validate fuzz-smoke
 
 ## run: run the operator. Without KUBECONFIG: a local control plane, the CRD, OLM-style
 ## webhook wiring and the samples, with the operator in the foreground (Ctrl-C stops all).
@@ -75,7 +77,7 @@ GENERATE := env -u SOURCE_DATE_EPOCH cargo run --quiet --locked -- generate
 
 # hack/tools.sh installs a pinned tool into .tools/bin (and returns at once when it is there).
 PACKAGING_TOOLS := operator-sdk opm kustomize hadolint
-$(addprefix tool-,$(PACKAGING_TOOLS)): tool-%:
+$(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz): tool-%:
 	hack/tools.sh $*
 
 check-version:
@@ -166,3 +168,23 @@ bench-controller: test-tools
 	$(CARGO) build --locked --release
 	hack/bench-controller.sh 1000
 # ==== end of benchmarks ==================================================================
+
+# ==== fuzzing ============================================================================
+.PHONY: fuzz fuzz-smoke tool-cargo-fuzz
+
+# The libFuzzer targets in fuzz/: review bodies to the webhooks, certificate PEM, bundle files.
+FUZZ_TARGETS := admission_review conversion_review cert_pair bundle_manifests
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 15
+FUZZ := CARGO_FUZZ=$(CURDIR)/$(TOOLS_BIN)/cargo-fuzz hack/fuzz.sh
+
+## fuzz: run each fuzz target for FUZZ_SECONDS (default 60) with libFuzzer, on the stable
+## toolchain; new inputs are kept in fuzz/.work/, crashes go to fuzz/artifacts/.
+fuzz: tool-cargo-fuzz
+	$(FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+## fuzz-smoke: replay every seed and past crash, then fuzz each target FUZZ_SMOKE_SECONDS
+## (default 15); part of make test.
+fuzz-smoke: tool-cargo-fuzz
+	$(FUZZ) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+# ==== end of fuzzing =====================================================================
