@@ -1,7 +1,7 @@
 # memcached-operator. The two commands that matter:
 #   make run    run the operator (on a local control plane when KUBECONFIG is unset)
 #   make test   every test: formatting, lints, unit, integration, end-to-end, bundle validation,
-#               and a short fuzzing pass
+#               supply-chain checks and a short fuzzing pass
 # Both install what they need (crates, Go-built tools under .tools/) on first use.
 
 SHELL := /usr/bin/env bash
@@ -9,7 +9,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run test lint fmt-check clippy test-rust tools test-tools
+.PHONY: help build run test lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
 help:
@@ -43,7 +43,24 @@ test-rust: test-tools
 	$(CARGO) test --locked
 
 ## test: everything CI runs.
-test: lint test-rust validate fuzz-smoke
+test: lint deny test-rust validate fuzz-smoke
+
+## deny: licenses, banned and duplicate crates, crate sources, and security advisories when
+## the advisory database can be fetched (see deny.toml and README, Dependencies).
+## DENY_ADVISORIES=required: fail when it cannot be fetched.
+DENY_ADVISORIES ?= auto
+CARGO_DENY = $(TOOLS_BIN)/cargo-deny
+deny: tool-cargo-deny
+	$(CARGO_DENY) --locked check bans licenses sources
+	@if timeout 120 $(CARGO_DENY) --locked fetch db >.tools/deny-fetch.log 2>&1; then \
+	  echo "$(CARGO_DENY) --locked check --disable-fetch advisories"; \
+	  $(CARGO_DENY) --locked check --disable-fetch advisories; \
+	elif [ "$(DENY_ADVISORIES)" = required ]; then \
+	  cat .tools/deny-fetch.log; echo "deny: the advisory database cannot be fetched"; exit 1; \
+	else \
+	  echo "deny: advisories: NOT checked: the RustSec database cannot be fetched here"; \
+	  echo "      ($$(grep . .tools/deny-fetch.log | tail -n 1)); licenses, bans and sources are checked"; \
+	fi
 
 ## run: run the operator. Without KUBECONFIG: a local control plane, the CRD, OLM-style
 ## webhook wiring and the samples, with the operator in the foreground (Ctrl-C stops all).
@@ -77,7 +94,7 @@ GENERATE := env -u SOURCE_DATE_EPOCH cargo run --quiet --locked -- generate
 
 # hack/tools.sh installs a pinned tool into .tools/bin (and returns at once when it is there).
 PACKAGING_TOOLS := operator-sdk opm kustomize hadolint
-$(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz): tool-%:
+$(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz cargo-deny): tool-%:
 	hack/tools.sh $*
 
 check-version:
