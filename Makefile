@@ -34,8 +34,11 @@ fmt-check:
 	$(CARGO) fmt --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 
+# The fuzz targets too, in the operator's target directory: they share its checked crates.
 clippy:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
+	  -- -D warnings
 
 ## test-rust: unit, integration and end-to-end tests (the end-to-end tests start their own
 ## control plane from .tools/bin).
