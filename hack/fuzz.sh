@@ -11,7 +11,8 @@
 #
 # Environment:
 #   CARGO_FUZZ         the cargo-fuzz binary (default .tools/bin/cargo-fuzz, see hack/tools.sh)
-#   FUZZ_BUILD_FLAGS   flags for `cargo fuzz build` and `cargo fuzz run`
+#   FUZZ_BUILD_FLAGS   flags for `cargo fuzz build` and `cargo fuzz run` (default
+#                      --sanitizer none --codegen-units 16)
 #   FUZZ_JOBS          targets fuzzed at once (default 1)
 #
 # The stable toolchain builds the targets: with --sanitizer none, cargo-fuzz passes rustc only
@@ -22,7 +23,9 @@ set -euo pipefail
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 CARGO_FUZZ="${CARGO_FUZZ:-$ROOT/.tools/bin/cargo-fuzz}"
-read -r -a BUILD_FLAGS <<<"${FUZZ_BUILD_FLAGS:---sanitizer none}"
+# 16 codegen units rather than cargo-fuzz's 1: a cold build takes about 5 minutes instead of 8
+# on two cores, for 15-20% fewer executions a second.
+read -r -a BUILD_FLAGS <<<"${FUZZ_BUILD_FLAGS:---sanitizer none --codegen-units 16}"
 export RUSTC_BOOTSTRAP=1
 
 (($# >= 2)) || { echo "usage: hack/fuzz.sh SECONDS TARGET..." >&2; exit 2; }
