@@ -1,6 +1,7 @@
 # memcached-operator. The two commands that matter:
 #   make run    run the operator (on a local control plane when KUBECONFIG is unset)
-#   make test   every test: formatting, lints, unit, integration, end-to-end, bundle validation
+#   make test   every test: formatting, lints, unit, integration, end-to-end, bundle validation,
+#               supply-chain checks and a short fuzzing pass
 # Both install what they need (crates, Go-built tools under .tools/) on first use.
 
 SHELL := /usr/bin/env bash
@@ -8,7 +9,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run test lint fmt-check clippy test-rust tools test-tools
+.PHONY: help build run test lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
 help:
@@ -31,9 +32,13 @@ lint: fmt-check clippy
 
 fmt-check:
 	$(CARGO) fmt --check
+	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 
+# The fuzz targets too, in the operator's target directory: they share its checked crates.
 clippy:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
+	  -- -D warnings
 
 ## test-rust: unit, integration and end-to-end tests (the end-to-end tests start their own
 ## control plane from .tools/bin).
@@ -41,7 +46,24 @@ test-rust: test-tools
 	$(CARGO) test --locked
 
 ## test: everything CI runs.
-test: lint test-rust validate
+test: lint deny test-rust validate fuzz-smoke
+
+## deny: licenses, banned and duplicate crates, crate sources, and security advisories when
+## the advisory database can be fetched (see deny.toml and README, Dependencies).
+## DENY_ADVISORIES=required: fail when it cannot be fetched.
+DENY_ADVISORIES ?= auto
+CARGO_DENY = $(TOOLS_BIN)/cargo-deny
+deny: tool-cargo-deny
+	$(CARGO_DENY) --locked check bans licenses sources
+	@if timeout 120 $(CARGO_DENY) --locked fetch db >.tools/deny-fetch.log 2>&1; then \
+	  echo "$(CARGO_DENY) --locked check --disable-fetch advisories"; \
+	  $(CARGO_DENY) --locked check --disable-fetch advisories; \
+	elif [ "$(DENY_ADVISORIES)" = required ]; then \
+	  cat .tools/deny-fetch.log; echo "deny: the advisory database cannot be fetched"; exit 1; \
+	else \
+	  echo "deny: advisories: NOT checked: the RustSec database cannot be fetched here"; \
+	  echo "      ($$(grep . .tools/deny-fetch.log | tail -n 1)); licenses, bans and sources are checked"; \
+	fi
 
 ## run: run the operator. Without KUBECONFIG: a local control plane, the CRD, OLM-style
 ## webhook wiring and the samples, with the operator in the foreground (Ctrl-C stops all).
@@ -75,7 +97,7 @@ GENERATE := env -u SOURCE_DATE_EPOCH cargo run --quiet --locked -- generate
 
 # hack/tools.sh installs a pinned tool into .tools/bin (and returns at once when it is there).
 PACKAGING_TOOLS := operator-sdk opm kustomize hadolint
-$(addprefix tool-,$(PACKAGING_TOOLS)): tool-%:
+$(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz cargo-deny): tool-%:
 	hack/tools.sh $*
 
 check-version:
@@ -166,3 +188,23 @@ bench-controller: test-tools
 	$(CARGO) build --locked --release
 	hack/bench-controller.sh 1000
 # ==== end of benchmarks ==================================================================
+
+# ==== fuzzing ============================================================================
+.PHONY: fuzz fuzz-smoke tool-cargo-fuzz
+
+# The libFuzzer targets in fuzz/: review bodies to the webhooks, certificate PEM, bundle files.
+FUZZ_TARGETS := admission_review conversion_review cert_pair bundle_manifests
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 15
+FUZZ := CARGO_FUZZ=$(CURDIR)/$(TOOLS_BIN)/cargo-fuzz hack/fuzz.sh
+
+## fuzz: run each fuzz target for FUZZ_SECONDS (default 60) with libFuzzer, on the stable
+## toolchain; new inputs are kept in fuzz/.work/, crashes go to fuzz/artifacts/.
+fuzz: tool-cargo-fuzz
+	$(FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+## fuzz-smoke: replay every seed and past crash, then fuzz each target FUZZ_SMOKE_SECONDS
+## (default 15); part of make test.
+fuzz-smoke: tool-cargo-fuzz
+	$(FUZZ) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+# ==== end of fuzzing =====================================================================

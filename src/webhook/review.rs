@@ -1165,6 +1165,42 @@ mod tests {
         assert_eq!(objects[0]["apiVersion"], "cache.f2367556.dev/v1alpha1");
     }
 
+    /// `body` with `insert` spliced in right after the first `after`.
+    fn splice(body: &str, after: &str, insert: &[u8]) -> Vec<u8> {
+        let at = body.find(after).expect("present") + after.len();
+        let mut bytes = body.as_bytes()[..at].to_vec();
+        bytes.extend_from_slice(insert);
+        bytes.extend_from_slice(&body.as_bytes()[at..]);
+        bytes
+    }
+
+    /// Found by fuzzing (`fuzz/regressions/conversion_review/`): serde_json skips a field no
+    /// review has without checking that its string is UTF-8, so such a body is answered,
+    /// although it is no JSON tree; where a field is read, the byte makes the body malformed.
+    #[test]
+    fn a_byte_that_is_not_utf8_is_refused_only_where_a_field_is_read() {
+        let body = splice(
+            CONVERSION_REVIEW,
+            r#""request":{"#,
+            b"\"note\":\"caf\xe9\",",
+        );
+        assert!(serde_json::from_slice::<Value>(&body).is_err());
+        let reply = answer(WebhookKind::Conversion, &body, &defaults());
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.decision, Some(Decision::Allowed));
+        let converted = response_of(&reply)["convertedObjects"].clone();
+        assert_eq!(converted.as_array().map(Vec::len), Some(1));
+
+        let body = splice(CONVERSION_REVIEW, r#""uid":"0f6b"#, b"\xe9");
+        let reply = answer(WebhookKind::Conversion, &body, &defaults());
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        let text = String::from_utf8_lossy(&reply.body).to_string();
+        assert!(
+            text.starts_with("malformed apiextensions.k8s.io/v1 ConversionReview: "),
+            "{text}"
+        );
+    }
+
     #[test]
     fn an_unknown_desired_version_fails_the_conversion_naming_it() {
         let body = CONVERSION_REVIEW.replace(
