@@ -47,6 +47,15 @@ fn failed_calling(env: &Env, webhook: &str, path: &str) -> String {
     )
 }
 
+/// The API server's error when nothing listens where it calls `webhook` at `path`.
+fn connection_refused(env: &Env, webhook: &str, path: &str) -> String {
+    format!(
+        "{}dial tcp 127.0.0.1:{}: connect: connection refused",
+        failed_calling(env, webhook, path),
+        env.webhook_port
+    )
+}
+
 fn assert_starts_with(message: &str, prefix: &str) {
     assert!(
         message.starts_with(prefix),
@@ -134,11 +143,7 @@ pub async fn drill_operator_down_refuses_writes_and_v1alpha1_reads(env: Arc<Env>
         api.create(&PostParams::default(), &memcached("while-down"))
             .await,
     );
-    let refused = format!(
-        "{}dial tcp 127.0.0.1:{}: connect: connection refused",
-        failed_calling(&env, MUTATING, MUTATE_PATH),
-        env.webhook_port
-    );
+    let refused = connection_refused(&env, MUTATING, MUTATE_PATH);
     assert_eq!(message, refused);
     assert!(api.get_opt("while-down").await.expect("get").is_none());
     // kubectl shows the same text.
@@ -454,14 +459,7 @@ pub async fn drill_a_finalizer_held_object_deleted_while_the_webhook_is_down(env
         "a delete with the operator down",
         api.delete("held", &DeleteParams::default()).await,
     );
-    assert_eq!(
-        message,
-        format!(
-            "{}dial tcp 127.0.0.1:{}: connect: connection refused",
-            failed_calling(&env, VALIDATING, VALIDATE_PATH),
-            env.webhook_port
-        )
-    );
+    assert_eq!(message, connection_refused(&env, VALIDATING, VALIDATE_PATH));
     env.start_operator(env.cert_root.path()).await;
     api.delete("held", &DeleteParams::default())
         .await
@@ -477,14 +475,7 @@ pub async fn drill_a_finalizer_held_object_deleted_while_the_webhook_is_down(env
         api.patch("held", &PatchParams::default(), &Patch::Merge(&release))
             .await,
     );
-    assert_eq!(
-        message,
-        format!(
-            "{}dial tcp 127.0.0.1:{}: connect: connection refused",
-            failed_calling(&env, MUTATING, MUTATE_PATH),
-            env.webhook_port
-        )
-    );
+    assert_eq!(message, connection_refused(&env, MUTATING, MUTATE_PATH));
 
     // Fix when the operator cannot come back: remove the webhook configurations (OLM puts
     // them back from the CSV), then the finalizer.
