@@ -15,9 +15,9 @@ CARGO ?= cargo
 help:
 	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
 
-## build: compile the operator.
+## build: compile the operator and the packaging tool.
 build:
-	$(CARGO) build --locked
+	$(CARGO) build --locked --workspace --bins
 
 ## tools: install every pinned tool into .tools/bin (seconds when already there).
 tools:
@@ -31,19 +31,19 @@ test-tools:
 lint: fmt-check clippy
 
 fmt-check:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 
 # The fuzz targets too, in the operator's target directory: they share its checked crates.
 clippy:
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
 	  -- -D warnings
 
-## test-rust: unit, integration and end-to-end tests (the end-to-end tests start their own
-## control plane from .tools/bin).
+## test-rust: unit, integration and end-to-end tests of every crate, the ignored ones included
+## (they need .tools/: the end-to-end tests start their own control plane from .tools/bin).
 test-rust: test-tools
-	$(CARGO) test --locked
+	$(CARGO) test --locked --workspace -- --include-ignored
 
 ## test: everything CI runs.
 test: lint deny test-rust validate fuzz-smoke
@@ -73,7 +73,7 @@ run: build test-tools
 
 # ==== OLM packaging: images, bundle, catalog, install (generator) ====================
 # Everything under bundle/, catalog/ and config/ (and bundle.Dockerfile, catalog.Dockerfile)
-# is written by `memcached-operator generate`; edit the Rust declarations, not the YAML.
+# is written by `memcached-packager generate`; edit the Rust declarations, not the YAML.
 
 CARGO_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 VERSION ?= $(CARGO_VERSION)
@@ -89,7 +89,7 @@ OPERATOR_SDK := $(TOOLS_BIN)/operator-sdk
 OPM := $(TOOLS_BIN)/opm
 KUSTOMIZE := $(TOOLS_BIN)/kustomize
 HADOLINT := $(TOOLS_BIN)/hadolint
-GENERATE := env -u SOURCE_DATE_EPOCH cargo run --quiet --locked -- generate
+GENERATE := env -u SOURCE_DATE_EPOCH $(CARGO) run --quiet --locked -p memcached-packager -- generate
 
 .PHONY: generate bundle docker-build docker-push bundle-build bundle-push catalog-build \
 	catalog-push install uninstall deploy undeploy validate tool-operator-sdk tool-opm \
@@ -103,7 +103,7 @@ $(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz cargo-deny): tool-%:
 check-version:
 	@test "$(VERSION)" = "$(CARGO_VERSION)" || { \
 	  echo "VERSION=$(VERSION) but Cargo.toml says $(CARGO_VERSION): bump Cargo.toml and"; \
-	  echo "olm::release::RELEASES, then run make bundle"; exit 1; }
+	  echo "RELEASES in packager/src/release.rs, then run make bundle"; exit 1; }
 
 ## generate: rewrite bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
 generate:

@@ -11,7 +11,7 @@ use memcached_operator::admission::defaults::{Defaults, default_spec};
 use memcached_operator::admission::validate::{validate_create, validate_update};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::webhook::WebhookKind;
-use memcached_operator::webhook::review::answer;
+use memcached_operator::webhook::answer;
 
 fn defaults() -> Defaults {
     Defaults::with_related_image(Some("registry.example/memcached:1.6.39".into()))

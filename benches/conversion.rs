@@ -9,13 +9,14 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memcached_operator::admission::defaults::Defaults;
-use memcached_operator::api::convert::{ShallowObject, write_converted};
 use memcached_operator::webhook::WebhookKind;
-use memcached_operator::webhook::review::answer;
+use memcached_operator::webhook::answer;
+use memcached_operator::webhook::conversion::write_converted;
+use memcached_operator::webhook::wire::conversion::ConversionObject;
 
 /// Converts the JSON of one object as the webhook does: read shallowly, converted, written.
 fn convert_text(text: &str, desired: &str) -> Vec<u8> {
-    let object: ShallowObject<'_> = serde_json::from_str(text).expect("an object");
+    let object: ConversionObject<'_> = serde_json::from_str(text).expect("an object");
     let mut out = Vec::with_capacity(text.len() + 1024);
     write_converted(object, desired, 0, &mut out).expect("converts");
     out

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use memcached_operator::admission::defaults::Defaults;
 use memcached_operator::telemetry::{LogArgs, LogFormat, init_logging};
 use memcached_operator::webhook::WebhookKind;
-use memcached_operator::webhook::review::answer;
+use memcached_operator::webhook::answer;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

@@ -13,8 +13,11 @@ set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 BIN="$ROOT/target/debug/memcached-operator"
+PACKAGER="$ROOT/target/debug/memcached-packager"
 KUBECTL="$ROOT/.tools/bin/kubectl"
-[[ -x "$BIN" ]] || { echo "run: $BIN is missing: run make build" >&2; exit 1; }
+for built in "$BIN" "$PACKAGER"; do
+  [[ -x "$built" ]] || { echo "run: $built is missing: run make build" >&2; exit 1; }
+done
 
 if [[ -n "${KUBECONFIG:-}" ]]; then
   echo "run: KUBECONFIG is set: running the operator against $("$KUBECTL" config current-context 2>/dev/null || echo that cluster), webhooks off" >&2
@@ -57,7 +60,7 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "http://127.0.0.1:$probe_port/readyz" >/dev/null || { echo "run: the operator never became ready" >&2; exit 1; }
 
-"$BIN" --log-format text install-webhooks --bundle "$ROOT/bundle/manifests" \
+"$PACKAGER" install-webhooks --bundle "$ROOT/bundle/manifests" \
   --url "https://127.0.0.1:$webhook_port" --ca-file "$certs/ca.crt" --namespace default
 "$KUBECTL" wait --for condition=Established --timeout 30s crd/memcacheds.cache.f2367556.dev >/dev/null
 "$KUBECTL" apply -k "$ROOT/config/samples"

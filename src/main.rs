@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::{olm, run, telemetry, webhook, wiring};
+use memcached_operator::{manager, telemetry};
 
 /// Exit code of a subcommand that failed.
 const EXIT_FAILURE: u8 = 1;
@@ -29,16 +29,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Runs the operator: the webhooks on every replica, the controller on the leader.
-    Run(run::RunArgs),
+    Run(manager::RunArgs),
     /// Serves the admission and conversion webhooks over TLS, with probes and metrics.
-    Webhooks(webhook::server::WebhooksArgs),
-    /// Write bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
-    Generate(olm::cli::GenerateArgs),
-    /// Check a registry+v1 bundle directory against OLM's webhook rules.
-    CheckBundle(olm::cli::CheckBundleArgs),
-    /// Apply a bundle's CRDs and create the webhook configurations and CRD conversion OLM
-    /// would, calling the webhooks at a URL (for clusters without OLM, like `make run`'s).
-    InstallWebhooks(wiring::InstallArgs),
+    Webhooks(manager::WebhooksArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,33 +40,16 @@ fn main() -> ExitCode {
         eprintln!("memcached-operator: {error}");
         return ExitCode::from(EXIT_USAGE);
     }
-    let served =
-        match cli.command {
-            Command::Run(args) => until_signalled(|shutdown| async move {
-                run::run(args, shutdown).await.context("operator")
-            }),
-            Command::Webhooks(args) => until_signalled(|shutdown| async move {
-                webhook::server::serve(args, shutdown)
-                    .await
-                    .context("webhook server")
-            }),
-            Command::InstallWebhooks(args) => until_signalled(|_| async move {
-                let client = kube::Client::try_default()
-                    .await
-                    .context("cannot configure a Kubernetes client (KUBECONFIG)")?;
-                let wiring = wiring::install(&args, &client).await?;
-                tracing::info!(
-                    mutating = wiring.mutating.len(),
-                    validating = wiring.validating.len(),
-                    conversions = wiring.conversions.len(),
-                    url = %args.url,
-                    "installed the CRDs and the webhook wiring"
-                );
-                Ok(())
-            }),
-            Command::Generate(args) => return olm::cli::generate(&args),
-            Command::CheckBundle(args) => return olm::cli::check(&args),
-        };
+    let served = match cli.command {
+        Command::Run(args) => until_signalled(|shutdown| async move {
+            manager::run(args, shutdown).await.context("operator")
+        }),
+        Command::Webhooks(args) => until_signalled(|shutdown| async move {
+            manager::serve_webhooks(args, shutdown)
+                .await
+                .context("webhook server")
+        }),
+    };
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -127,7 +103,7 @@ mod tests {
 
     use super::*;
 
-    fn webhooks_args(cli: Cli) -> webhook::server::WebhooksArgs {
+    fn webhooks_args(cli: Cli) -> manager::WebhooksArgs {
         match cli.command {
             Command::Webhooks(args) => args,
             #[allow(unreachable_patterns)]
@@ -138,6 +114,14 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_operator_binary_has_only_the_subcommands_that_run_in_a_cluster() {
+        let command = Cli::command();
+        let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
+        assert_eq!(names, ["run", "webhooks"]);
+        assert!(command.get_version().is_some(), "--version is offered");
     }
 
     #[test]
@@ -160,11 +144,11 @@ mod tests {
     fn webhooks_defaults_to_controller_runtimes_ports_and_olms_root() {
         let cli = Cli::try_parse_from(["memcached-operator", "webhooks"]).expect("parses");
         let args = webhooks_args(cli);
-        assert_eq!(args.webhook_port, 9443);
-        assert_eq!(args.probe_port, 8081);
-        assert_eq!(args.metrics_port, 8080);
-        assert_eq!(args.cert_root, std::path::PathBuf::from("/"));
-        assert!(!args.enable_http2);
+        assert_eq!(args.server.webhook_port, 9443);
+        assert_eq!(args.probes.probe_port, 8081);
+        assert_eq!(args.probes.metrics_port, 8080);
+        assert_eq!(args.server.cert_root, std::path::PathBuf::from("/"));
+        assert!(!args.server.enable_http2);
     }
 
     #[test]
@@ -180,6 +164,9 @@ mod tests {
         .expect("parses");
         assert_eq!(cli.log.log_format, telemetry::LogFormat::Text);
         let args = webhooks_args(cli);
-        assert_eq!(args.request_timeout, std::time::Duration::from_millis(250));
+        assert_eq!(
+            args.server.request_timeout,
+            std::time::Duration::from_millis(250)
+        );
     }
 }

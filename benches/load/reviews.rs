@@ -6,7 +6,8 @@
 
 #![allow(dead_code)] // Each benchmark uses part of this module.
 
-use memcached_operator::api::{self, convert};
+use memcached_operator::api;
+use memcached_operator::webhook::conversion::convert_object;
 use serde_json::{Value, json};
 
 /// `apiVersion` of v1beta1 Memcached objects.
@@ -190,7 +191,7 @@ pub fn down_review(count: usize) -> Vec<u8> {
 /// included) back up to v1beta1.
 pub fn up_review(count: usize) -> Vec<u8> {
     let objects = (0..count)
-        .map(|n| convert::convert_object(stored_object(n), V1ALPHA1).expect("converts down"))
+        .map(|n| convert_object(stored_object(n), V1ALPHA1).expect("converts down"))
         .collect();
     conversion_review(V1BETA1, objects)
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use libfuzzer_sys::fuzz_target;
-use memcached_operator::olm::check::check_manifests;
+use memcached_packager::check::check_manifests;
 
 fuzz_target!(|bytes: &[u8]| {
     let files = [(PathBuf::from("manifests/bundle.yaml"), bytes.to_vec())];

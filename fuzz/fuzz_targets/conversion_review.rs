@@ -5,7 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 use memcached_operator::admission::defaults::Defaults;
 use memcached_operator::webhook::WebhookKind;
-use memcached_operator::webhook::review::{JSON_CONTENT_TYPE, TEXT_CONTENT_TYPE, answer};
+use memcached_operator::webhook::answer;
+use memcached_operator::webhook::response::{JSON_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 use serde_json::Value;
 
 fuzz_target!(|body: &[u8]| {

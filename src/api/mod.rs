@@ -7,7 +7,6 @@
 pub mod cel;
 pub mod convert;
 pub mod memcached_flags;
-pub mod shallow;
 pub mod sizes;
 pub mod v1alpha1;
 pub mod v1beta1;

@@ -8,7 +8,6 @@
 
 pub mod children;
 pub mod drift;
-pub mod leader;
 pub mod metrics;
 pub mod status;
 

@@ -28,7 +28,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::Notify;
 
-use crate::telemetry::Metrics;
+use crate::webhook::metrics::Metrics;
 
 /// Where controller-runtime (and OLM's first mount) keeps the serving certificate, relative to
 /// the certificate root.
@@ -334,7 +334,7 @@ pub enum CheckOutcome {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// use memcached_operator::telemetry::Metrics;
+/// use memcached_operator::webhook::metrics::Metrics;
 /// use memcached_operator::webhook::certs::{self, CertReloader, CertResolver};
 /// use memcached_operator::webhook::server::tls_config;
 ///
@@ -344,7 +344,7 @@ pub enum CheckOutcome {
 ///     certs::candidates(None, Path::new("/")),
 ///     resolver.clone(),
 ///     certs::crypto_provider(),
-///     Arc::new(Metrics::new()),
+///     Metrics::default(),
 /// );
 /// reloader.check(); // load whatever is there now, before serving
 /// tokio::spawn(reloader.run(Duration::from_secs(10)));
@@ -357,7 +357,7 @@ pub struct CertReloader {
     candidates: Vec<CertPaths>,
     resolver: Arc<CertResolver>,
     provider: Arc<CryptoProvider>,
-    metrics: Arc<Metrics>,
+    metrics: Metrics,
     last_snapshot: Option<Snapshot>,
     current: Option<ServingCert>,
     last_logged_failure: Option<LookupError>,
@@ -378,7 +378,7 @@ impl CertReloader {
         candidates: Vec<CertPaths>,
         resolver: Arc<CertResolver>,
         provider: Arc<CryptoProvider>,
-        metrics: Arc<Metrics>,
+        metrics: Metrics,
     ) -> Self {
         CertReloader {
             candidates,
@@ -516,176 +516,4 @@ impl CertReloader {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn paths(dir: &str) -> CertPaths {
-        CertPaths {
-            cert: PathBuf::from(dir).join("tls.crt"),
-            key: PathBuf::from(dir).join("tls.key"),
-        }
-    }
-
-    #[test]
-    fn an_explicit_cert_dir_is_the_only_candidate() {
-        assert_eq!(
-            candidates(Some(Path::new("/certs")), Path::new("/")),
-            vec![paths("/certs")]
-        );
-    }
-
-    #[test]
-    fn olm_paths_are_tried_in_order_under_the_root() {
-        let found: Vec<_> = candidates(None, Path::new("/root"))
-            .into_iter()
-            .map(|p| (p.cert, p.key))
-            .collect();
-        assert_eq!(
-            found,
-            vec![
-                (
-                    PathBuf::from("/root/tmp/k8s-webhook-server/serving-certs/tls.crt"),
-                    PathBuf::from("/root/tmp/k8s-webhook-server/serving-certs/tls.key")
-                ),
-                (
-                    PathBuf::from("/root/tmp/k8s-webhook-server/serving-certs/tls.cert"),
-                    PathBuf::from("/root/tmp/k8s-webhook-server/serving-certs/tls.key")
-                ),
-                (
-                    PathBuf::from("/root/apiserver.local.config/certificates/apiserver.crt"),
-                    PathBuf::from("/root/apiserver.local.config/certificates/apiserver.key")
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn the_default_root_gives_olm_absolute_paths() {
-        let first = &candidates(None, Path::new("/"))[0];
-        assert_eq!(
-            first.cert,
-            PathBuf::from("/tmp/k8s-webhook-server/serving-certs/tls.crt")
-        );
-    }
-
-    #[test]
-    fn a_lookup_failure_names_every_path_and_reason() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let candidates = candidates(None, dir.path());
-        let apiserver = dir.path().join(OLM_APISERVER_CERTS_DIR);
-        std::fs::create_dir_all(&apiserver).expect("mkdir");
-        std::fs::write(apiserver.join("apiserver.crt"), "not a certificate").expect("write");
-        std::fs::write(apiserver.join("apiserver.key"), "not a key").expect("write");
-        let snapshot = Snapshot::read(&candidates);
-        let failure = match lookup(&candidates, &snapshot, &crypto_provider()) {
-            Ok(serving) => panic!("loaded {}", serving.serial),
-            Err(failure) => failure,
-        };
-        let text = failure.to_string();
-        assert!(text.starts_with("no usable certificate: "), "{text}");
-        assert!(
-            text.contains(&format!("{}: does not exist", candidates[0].cert.display())),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!("{}: does not exist", candidates[1].cert.display())),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!(
-                "{}: no valid PEM certificate",
-                candidates[2].cert.display()
-            )),
-            "{text}"
-        );
-        assert_eq!(failure.0.len(), 3);
-    }
-
-    #[test]
-    fn a_bad_key_is_named_with_its_path() {
-        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
-            .expect("self-signed certificate");
-        let paths = paths("/certs");
-        let error = load_pair(
-            &paths,
-            cert.cert.pem().as_bytes(),
-            b"-----BEGIN NOTHING-----\n-----END NOTHING-----\n",
-            &crypto_provider(),
-        )
-        .map(|serving| serving.serial)
-        .expect_err("no key");
-        assert!(
-            error
-                .to_string()
-                .starts_with("/certs/tls.key: no usable PEM private key"),
-            "{error}"
-        );
-    }
-
-    #[test]
-    fn a_key_of_another_certificate_is_refused_as_a_mismatch() {
-        let one = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
-            .expect("self-signed certificate");
-        let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
-            .expect("self-signed certificate");
-        let paths = paths("/certs");
-        let error = load_pair(
-            &paths,
-            one.cert.pem().as_bytes(),
-            other.signing_key.serialize_pem().as_bytes(),
-            &crypto_provider(),
-        )
-        .map(|serving| serving.serial)
-        .expect_err("mismatch");
-        assert_eq!(
-            error,
-            CertError::Mismatch {
-                cert: paths.cert.clone(),
-                key: paths.key.clone()
-            }
-        );
-        assert_eq!(
-            error.to_string(),
-            "/certs/tls.key: the key does not match the public key of /certs/tls.crt"
-        );
-    }
-
-    #[test]
-    fn a_matching_pair_loads_with_its_serial_and_expiry() {
-        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
-            .expect("self-signed certificate");
-        let serving = load_pair(
-            &paths("/certs"),
-            cert.cert.pem().as_bytes(),
-            cert.signing_key.serialize_pem().as_bytes(),
-            &crypto_provider(),
-        )
-        .expect("loads");
-        assert!(!serving.serial.is_empty());
-        assert!(serving.not_after > 0);
-        assert_eq!(serving.key.cert.len(), 1);
-    }
-
-    #[test]
-    fn unchanged_files_are_not_loaded_again_and_a_late_pair_is_picked_up() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let resolver = Arc::new(CertResolver::default());
-        let mut reloader = CertReloader::new(
-            candidates(Some(dir.path()), Path::new("/")),
-            resolver.clone(),
-            crypto_provider(),
-            Arc::new(Metrics::new()),
-        );
-        assert!(matches!(reloader.check(), CheckOutcome::Refused(_)));
-        assert_eq!(reloader.check(), CheckOutcome::Unchanged);
-        assert!(!resolver.is_loaded());
-        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
-            .expect("self-signed certificate");
-        std::fs::write(dir.path().join("tls.key"), cert.signing_key.serialize_pem())
-            .expect("write");
-        std::fs::write(dir.path().join("tls.crt"), cert.cert.pem()).expect("write");
-        assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
-        assert!(resolver.is_loaded());
-        assert_eq!(reloader.check(), CheckOutcome::Unchanged);
-    }
-}
+mod tests;

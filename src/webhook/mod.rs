@@ -1,15 +1,25 @@
-//! Declares the operator's webhooks once: the table the server routes from and the
-//! generator writes `webhookdefinitions` and webhook configurations from.
+//! Declares the operator's webhooks once, and answers a request body sent to one of them.
 //!
-//! A path, a rule or a port spelled anywhere else is a bug: the server, the CSV and the
-//! `config/` manifests all read this table.
+//! [`WEBHOOKS`] is the table the server routes from and the packaging tool writes
+//! `webhookdefinitions` and webhook configurations from: a path, a rule or a port spelled
+//! anywhere else is a bug. A body enters at `server`, which hands it to [`answer`]; the body is
+//! decoded in `wire`, decided by the pure rules (`crate::admission`, `crate::api::convert`)
+//! through `admission` or `conversion`, and answered with what `response` builds.
 
+pub mod admission;
 pub mod certs;
-mod metadata;
-pub mod review;
+pub mod conversion;
+pub mod metrics;
+pub mod response;
 pub mod server;
+pub mod wire;
 
+#[cfg(test)]
+mod captured;
+
+use crate::admission::Defaults;
 use crate::api;
+use response::Reply;
 
 /// What a webhook does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -114,6 +124,21 @@ pub fn webhook(kind: WebhookKind) -> &'static Webhook {
         WebhookKind::Validating => &WEBHOOKS[1],
         WebhookKind::Conversion => &WEBHOOKS[2],
     }
+}
+
+/// Answers one request body sent to a webhook: a review, or a plain-text error when the body
+/// cannot be answered with one.
+pub fn answer(kind: WebhookKind, body: &[u8], defaults: &Defaults) -> Reply {
+    let webhook = kind.label();
+    let answered = match kind {
+        WebhookKind::Mutating => admission::mutating(webhook, body, defaults),
+        WebhookKind::Validating => admission::validating(webhook, body),
+        WebhookKind::Conversion => conversion::answer(webhook, body),
+    };
+    answered.unwrap_or_else(|error| {
+        tracing::info!(webhook, %error, "bad webhook request");
+        Reply::from_error(&error)
+    })
 }
 
 /// The webhook served at a path, if any.

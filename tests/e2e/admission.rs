@@ -371,9 +371,8 @@ pub async fn config_default_applies_with_a_server_side_dry_run(env: Arc<Env>) {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let documents: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout))
-            .expect("kustomize writes YAML");
+    let documents = memcached_packager::yaml::documents(&String::from_utf8_lossy(&output.stdout))
+        .expect("kustomize writes YAML");
     let is_cert_manager = |d: &serde_json::Value| {
         d["apiVersion"]
             .as_str()

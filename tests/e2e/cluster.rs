@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use memcached_operator::wiring::{InstallArgs, install};
+use memcached_packager::wiring::{InstallArgs, install};
 use tokio::sync::Mutex;
 
 use crate::pki::{self, Ca, KeyForm, Layout};

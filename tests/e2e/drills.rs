@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
-use memcached_operator::run::DEFAULT_LEASE_NAME;
+use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use serde_json::json;
 
 use crate::cluster::{Env, OPERATOR_NAMESPACE, eventually, kubectl};

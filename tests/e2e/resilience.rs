@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
-use memcached_operator::run::DEFAULT_LEASE_NAME;
+use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use serde_json::json;
 
 use crate::client::TlsClient;

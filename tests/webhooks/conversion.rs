@@ -1,7 +1,8 @@
 //! Round-trips Memcached objects between versions through `/convert`.
 
-use memcached_operator::api::{self, convert};
+use memcached_operator::api;
 use memcached_operator::webhook::WebhookKind;
+use memcached_operator::webhook::conversion::convert_object;
 use serde_json::{Value, json};
 
 use crate::reviews::{self, conversion, path};
@@ -37,7 +38,7 @@ async fn v1alpha1_converts_to_v1beta1_and_back_unchanged() {
     assert_eq!(converted["apiVersion"], beta.as_str());
     assert_eq!(
         converted,
-        convert::convert_object(original.clone(), &beta).expect("converts"),
+        convert_object(original.clone(), &beta).expect("converts"),
         "the server answers what the conversion function computes"
     );
     assert_eq!(converted["spec"]["replicas"], 3);

@@ -6,7 +6,7 @@
 //! descriptor pointing nowhere.
 
 use super::csv::{ApiResourceReference, CrdDescription, Descriptor};
-use crate::api;
+use memcached_operator::api;
 
 const UI: &str = "urn:alm:descriptor:com.tectonic.ui:";
 /// Marks a field to show under "Advanced configuration".

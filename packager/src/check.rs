@@ -1,5 +1,5 @@
 //! Reads a registry+v1 bundle directory from disk and runs OLM's webhook rules over it: the
-//! shell behind `memcached-operator check-bundle`.
+//! shell behind `memcached-packager check-bundle`.
 //!
 //! Every YAML or JSON file in `manifests/` is read; the one ClusterServiceVersion and every
 //! CustomResourceDefinition are picked out. Webhook paths are checked against the server's
@@ -205,8 +205,8 @@ pub fn check_manifests(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::olm::bundle::Options;
-    use crate::olm::generate::Plan;
+    use crate::bundle::Options;
+    use crate::generate::Plan;
 
     /// The generated bundle's manifests, as `check-bundle` reads them from disk.
     fn generated_manifests() -> Vec<(PathBuf, Vec<u8>)> {

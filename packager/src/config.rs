@@ -29,8 +29,8 @@ use super::deployment;
 use super::files::{Files, FilesError};
 use super::release;
 use super::samples;
-use crate::webhook::{self, WebhookKind};
-use crate::{api, operator, rbac};
+use memcached_operator::webhook::{self, WebhookKind};
+use memcached_operator::{api, operator, rbac};
 
 /// The namespace the operator is installed into.
 pub const NAMESPACE: &str = release::SUGGESTED_NAMESPACE;

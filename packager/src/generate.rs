@@ -15,7 +15,7 @@ use super::csv::ClusterServiceVersion;
 use super::files::{Files, FilesError};
 use super::rules::{self, CrdFacts, Routes, Violation};
 use super::{catalog, config};
-use crate::{api, webhook};
+use memcached_operator::{api, webhook};
 
 /// Why nothing was generated.
 #[derive(Debug, thiserror::Error)]

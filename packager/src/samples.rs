@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
-use crate::api::{v1alpha1, v1beta1};
+use memcached_operator::api::{v1alpha1, v1beta1};
 
 /// The name of the v1beta1 example.
 pub const NAME: &str = "memcached-sample";
@@ -66,11 +66,11 @@ pub fn v1alpha1() -> v1alpha1::Memcached {
 pub fn all() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
     Ok(vec![
         (
-            crate::api::DEPRECATED_VERSION,
+            memcached_operator::api::DEPRECATED_VERSION,
             serde_json::to_value(v1alpha1())?,
         ),
         (
-            crate::api::STORAGE_VERSION,
+            memcached_operator::api::STORAGE_VERSION,
             serde_json::to_value(v1beta1())?,
         ),
     ])
@@ -79,8 +79,8 @@ pub fn all() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::validate::validate_create;
-    use crate::api::convert;
+    use memcached_operator::admission::validate::validate_create;
+    use memcached_operator::api::convert;
 
     #[test]
     fn the_v1beta1_example_passes_the_crd_rules_and_the_validating_webhook() {
@@ -107,6 +107,6 @@ mod tests {
     #[test]
     fn there_is_one_example_per_served_version() {
         let versions: Vec<&str> = all().expect("serializes").iter().map(|(v, _)| *v).collect();
-        assert_eq!(versions, crate::api::SERVED_VERSIONS.to_vec());
+        assert_eq!(versions, memcached_operator::api::SERVED_VERSIONS.to_vec());
     }
 }

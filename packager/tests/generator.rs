@@ -8,18 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
-use memcached_operator::olm::bundle::Options;
-use memcached_operator::olm::csv::{ClusterServiceVersion, InstallMode};
-use memcached_operator::olm::generate::{GenerateError, Plan};
-use memcached_operator::olm::rules::Rule;
-use memcached_operator::olm::{release, yaml};
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator};
+use memcached_packager::bundle::Options;
+use memcached_packager::csv::{ClusterServiceVersion, InstallMode};
+use memcached_packager::generate::{GenerateError, Plan};
+use memcached_packager::rules::Rule;
+use memcached_packager::{release, yaml};
 
-const BIN: &str = env!("CARGO_BIN_EXE_memcached-operator");
+const BIN: &str = env!("CARGO_BIN_EXE_memcached-packager");
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
 /// Runs `generate` into `dir` with no SOURCE_DATE_EPOCH.
@@ -97,7 +97,7 @@ fn committed_files_are_what_the_generator_writes() {
     for (path, bytes) in &generated {
         assert!(
             committed.get(path) == Some(bytes),
-            "{path} differs from what `memcached-operator generate` writes; run it and commit"
+            "{path} differs from what `memcached-packager generate` writes; run it and commit"
         );
     }
 }
@@ -516,7 +516,7 @@ fn olm_and_config_install_the_same_webhooks() {
     use k8s_openapi::api::admissionregistration::v1::{
         MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
     };
-    use memcached_operator::wiring::{Endpoint, wiring};
+    use memcached_packager::wiring::{Endpoint, wiring};
 
     let files = plan().render().expect("renders");
     let read = |path: &str| -> serde_json::Value {

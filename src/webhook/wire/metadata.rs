@@ -4,8 +4,8 @@
 //! No admission rule reads `managedFields`, and its `fieldsV1` tries, read into
 //! `serde_json::Value` trees, were most of the cost of decoding a request. [`WireMeta`]
 //! refuses everything k8s-openapi's `ObjectMeta` refuses (`managedFields` included), so the
-//! one-pass decoder in `review` still hands whatever it cannot read to kube's types and answers
-//! a malformed request with their message.
+//! fast decoder in `admission` still hands whatever it cannot read to kube's types (the strict
+//! decoder) and a malformed request is answered with their message.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,6 +41,13 @@ struct MetaFields {
 /// The metadata of an object in an admission request: `ObjectMeta` without `managedFields`.
 #[derive(Default)]
 pub struct WireMeta(pub ObjectMeta);
+
+/// Decodes an object's `metadata` as [`WireMeta`]: for `#[serde(deserialize_with)]`.
+pub fn without_managed_fields<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    WireMeta::deserialize(deserializer).map(|meta| meta.0)
+}
 
 impl<'de> Deserialize<'de> for WireMeta {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -1,9 +1,15 @@
-//! Runs the operator as its Deployment does: the webhook server on every replica, and the
-//! controller on the one replica that holds the leader Lease.
+//! Owns the operator process's lifetime, as controller-runtime's Manager does: the probe and
+//! metrics servers and the webhook server on every replica, and the controller on the one
+//! replica that holds the leader Lease (`leader`).
 //!
 //! Losing the lease stops reconciling at once; SIGTERM stops the controller first and only
 //! then releases the lease, so two replicas never reconcile at the same time. The webhook
-//! server keeps serving throughout, because the API server calls every replica.
+//! server keeps serving throughout, because the API server calls every replica; it drains its
+//! requests after the controller stopped, and the probes stop last. Every module registers its
+//! own metrics in the one registry the metrics server encodes.
+
+pub mod leader;
+pub mod probes;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,15 +18,30 @@ use std::time::Duration;
 use clap::ArgAction;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
+use prometheus_client::registry::Registry;
 use thiserror::Error;
 use tokio::sync::watch;
 use tracing::info;
 
 use crate::admission::Defaults;
-use crate::controller::leader::{Elector, Timing};
 use crate::controller::{self, Context};
-use crate::telemetry::Metrics;
-use crate::webhook::server::{ServerError, WebhooksArgs, serve_with};
+use crate::listener::ServerError;
+use crate::webhook::{self, server};
+use leader::{Elector, Timing};
+use probes::{Check, ProbeArgs, Readiness};
+
+/// The prefix of every metric name.
+pub const METRICS_PREFIX: &str = "memcached_operator";
+
+/// Flags of `memcached-operator webhooks`, and the listeners of `run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WebhooksArgs {
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+
+    #[command(flatten)]
+    pub server: server::ServerArgs,
+}
 
 /// The Lease the replicas compete for.
 pub const DEFAULT_LEASE_NAME: &str = "memcached-operator-leader";
@@ -29,7 +50,7 @@ pub const DEFAULT_LEASE_NAME: &str = "memcached-operator-leader";
 #[derive(clap::Args, Clone, Debug)]
 pub struct RunArgs {
     #[command(flatten)]
-    pub server: WebhooksArgs,
+    pub serving: WebhooksArgs,
 
     /// Serve the admission and conversion webhooks; with `--webhooks=false` only the
     /// controller, probes and metrics run, and the controller still defaults and validates.
@@ -91,6 +112,125 @@ pub enum RunError {
     Server(#[from] ServerError),
 }
 
+/// The servers every replica runs: webhooks (unless disabled), probes and metrics.
+struct Servers {
+    readiness: Arc<Readiness>,
+    stop_webhooks: watch::Sender<bool>,
+    webhooks: Option<tokio::task::JoinHandle<Result<(), ServerError>>>,
+    stop_probes: watch::Sender<bool>,
+    probes: tokio::task::JoinHandle<Result<(), ServerError>>,
+}
+
+impl Servers {
+    /// Starts the probe and metrics servers, and the webhook server when `webhooks` is true.
+    fn start(args: &WebhooksArgs, webhooks: bool, mut registry: Registry) -> Servers {
+        let webhook_metrics = webhook::metrics::Metrics::register(&mut registry);
+        let webhook_readiness = Arc::new(server::Readiness::default());
+        let mut checks: Vec<Check> = Vec::new();
+        if webhooks {
+            let ready = webhook_readiness.clone();
+            checks.push(Box::new(move || ready.check()));
+        }
+        let readiness = Arc::new(Readiness::new(checks));
+        let (stop_probes, probes_stopped) = watch::channel(false);
+        let probe_args = args.probes.clone();
+        let probes = tokio::spawn({
+            let readiness = readiness.clone();
+            async move {
+                probes::serve(
+                    &probe_args,
+                    readiness,
+                    Arc::new(registry),
+                    stopped(probes_stopped),
+                )
+                .await
+            }
+        });
+        let (stop_webhooks, webhooks_stopped) = watch::channel(false);
+        let webhooks = webhooks.then(|| {
+            tokio::spawn(server::serve(
+                args.server.clone(),
+                args.probes.bind_address,
+                webhook_metrics,
+                webhook_readiness,
+                stopped(webhooks_stopped),
+            ))
+        });
+        if webhooks.is_none() {
+            tracing::info!("webhooks are disabled");
+        }
+        readiness.set_serving(true);
+        Servers {
+            readiness,
+            stop_webhooks,
+            webhooks,
+            stop_probes,
+            probes,
+        }
+    }
+
+    /// Completes when a server stops on its own (which is a failure), or never.
+    async fn failed(&mut self) -> Result<(), ServerError> {
+        let webhooks = async {
+            match &mut self.webhooks {
+                Some(task) => joined("webhooks", task.await),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = webhooks => result,
+            result = &mut self.probes => joined("probes", result),
+        }
+    }
+
+    /// Stops reporting ready, drains the webhooks, then stops the probes and metrics.
+    async fn stop(self, failure: Option<Result<(), ServerError>>) -> Result<(), ServerError> {
+        self.readiness.set_serving(false);
+        let _ = self.stop_webhooks.send(true);
+        let webhooks = match self.webhooks {
+            Some(task) if failure.is_none() => joined("webhooks", task.await),
+            _ => Ok(()),
+        };
+        let _ = self.stop_probes.send(true);
+        let probes = if failure.is_none() {
+            joined("probes", self.probes.await)
+        } else {
+            self.probes.abort();
+            Ok(())
+        };
+        failure.unwrap_or(Ok(())).and(webhooks).and(probes)
+    }
+}
+
+/// A server task's outcome, a panic named as that server's failure.
+fn joined(
+    server: &'static str,
+    result: Result<Result<(), ServerError>, tokio::task::JoinError>,
+) -> Result<(), ServerError> {
+    result.unwrap_or_else(|join| {
+        Err(ServerError::Serve {
+            server,
+            source: std::io::Error::other(join.to_string()),
+        })
+    })
+}
+
+/// Serves the webhooks, probes and metrics until `shutdown` completes, without a controller:
+/// `memcached-operator webhooks`.
+pub async fn serve_webhooks(
+    args: WebhooksArgs,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    let mut servers = Servers::start(&args, true, Registry::with_prefix(METRICS_PREFIX));
+    let failure = tokio::select! {
+        () = shutdown => None,
+        failed = servers.failed() => Some(failed),
+    };
+    servers.stop(failure).await?;
+    info!("stopped");
+    Ok(())
+}
+
 /// Runs the webhook server and, while leading, the controller, until `shutdown` completes.
 pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Result<(), RunError> {
     if args.leader_elect && args.renew_deadline >= args.lease_duration {
@@ -105,7 +245,8 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         (None, false) => None,
     };
     let client = Client::try_default().await.map_err(RunError::Client)?;
-    let metrics = Arc::new(Metrics::new());
+    let mut registry = Registry::with_prefix(METRICS_PREFIX);
+    let controller_metrics = controller::metrics::Metrics::register(&mut registry);
     let platform = controller::detect_platform(&client).await;
     info!(
         ?platform,
@@ -117,16 +258,10 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         client.clone(),
         Defaults::from_env(),
         platform,
-        metrics.controller.clone(),
+        controller_metrics,
     ));
 
-    let (stop_server, server_stopped) = watch::channel(false);
-    let server = tokio::spawn(serve_with(
-        args.server.clone(),
-        metrics.clone(),
-        args.webhooks,
-        stopped(server_stopped),
-    ));
+    let mut servers = Servers::start(&args.serving, args.webhooks, registry);
     let (stop_controller, controller_stopped) = watch::channel(false);
     let leading = match lease_namespace {
         None => tokio::spawn(reconcile_unelected(
@@ -154,25 +289,15 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         }
     };
 
-    let mut server = server;
-    let server_result = tokio::select! {
+    let failure = tokio::select! {
         () = shutdown => None,
-        finished = &mut server => Some(finished),
+        failed = servers.failed() => Some(failed),
     };
     let _ = stop_controller.send(true);
     let _ = leading.await;
-    let _ = stop_server.send(true);
-    let finished = match server_result {
-        Some(finished) => finished,
-        None => server.await,
-    };
-    match finished {
-        Ok(result) => result.map_err(RunError::from),
-        Err(join) => Err(RunError::Server(ServerError::Serve {
-            server: "webhooks",
-            source: std::io::Error::other(join.to_string()),
-        })),
-    }
+    servers.stop(failure).await?;
+    info!("stopped");
+    Ok(())
 }
 
 /// Completes when `stop` turns true (or its sender is gone).

@@ -4,7 +4,7 @@
 //! Everything the generator writes that is not derived from `api`, `webhook`, `operator` or
 //! `rbac` comes from here, so a release is one edit in one file.
 
-use crate::operator;
+use memcached_operator::operator;
 
 /// The operator's version, from Cargo.toml.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

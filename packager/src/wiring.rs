@@ -27,8 +27,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::olm::csv::{WebhookDescription, webhook_type};
-use crate::operator;
+use crate::csv::{WebhookDescription, webhook_type};
+use memcached_operator::operator;
 
 /// The label naming the description a configuration came from (OLM's `WebhookDescKey`).
 pub const DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";
@@ -328,7 +328,7 @@ where
     Ok(())
 }
 
-/// Flags of `memcached-operator install-webhooks`.
+/// Flags of `memcached-packager install-webhooks`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct InstallArgs {
     /// The bundle's manifests directory: its CRDs are applied and its CSV wired.
@@ -365,7 +365,7 @@ pub async fn install(args: &InstallArgs, client: &Client) -> Result<Wiring, Wiri
     for path in entries {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| WiringError::Csv(format!("cannot read {}: {e}", path.display())))?;
-        let documents = crate::olm::yaml::documents(&text)
+        let documents = crate::yaml::documents(&text)
             .map_err(|e| WiringError::Csv(format!("{}: {e}", path.display())))?;
         for document in documents {
             match document.get("kind").and_then(Value::as_str) {

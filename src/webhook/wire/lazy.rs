@@ -1,10 +1,13 @@
-//! Reads a JSON object in one pass without building a tree of it, and writes it back.
+//! Holds a JSON value lazily: as the raw text of the review body until someone needs it typed,
+//! edited or as a tree, and writes it back byte for byte when nobody edited it.
 //!
-//! An object is read into its members, in order; each member's value stays the raw text it
-//! had in the input, except on the path given to [`Expand`], whose objects are read into
-//! their members too. Writing copies the raw text back, so a value nobody edits leaves as it
-//! came. This module knows nothing of Memcached: `convert` says which path to expand (the
-//! metadata and its annotations) and what to edit.
+//! [`Lazy`] is the one form the decoders hand out for what they do not read: the spec and status
+//! of an admission request's objects, and every member of a ConversionReview's objects but
+//! their metadata's annotations. An object is read into its members, in order; each member's
+//! value stays the raw text it had in the input, except on the path given to [`Expand`], whose
+//! objects are read into their members too. Values that came as trees (from kube's types, on
+//! the strict path) are held as trees. This module knows nothing of Memcached: the webhooks
+//! say which path to expand and what to edit.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -16,9 +19,9 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// A JSON value, read shallowly.
+/// A JSON value, read lazily.
 #[derive(Clone, Debug)]
-pub enum Shallow<'a> {
+pub enum Lazy<'a> {
     /// An object on the expanded path: its members.
     Object(Members<'a>),
     /// A value as it appeared in the input.
@@ -32,34 +35,44 @@ pub enum Shallow<'a> {
 /// The members of a JSON object, in the order they came. A name given twice keeps its first
 /// place and its last value, as `serde_json::Map` keeps the last.
 #[derive(Clone, Debug, Default)]
-pub struct Members<'a>(Vec<(Cow<'a, str>, Shallow<'a>)>);
+pub struct Members<'a>(Vec<(Cow<'a, str>, Lazy<'a>)>);
 
-impl<'a> Shallow<'a> {
+impl<'a> Lazy<'a> {
     /// An object without members.
     pub fn object() -> Self {
-        Shallow::Object(Members::default())
+        Lazy::Object(Members::default())
     }
 
     /// The JSON serde_json writes for `value`.
     pub fn serialized<T: serde::Serialize>(value: &T) -> Result<Self, serde_json::Error> {
-        serde_json::to_string(value).map(Shallow::Json)
+        serde_json::to_string(value).map(Lazy::Json)
     }
 
     /// Whether this is JSON `null`.
     pub fn is_null(&self) -> bool {
         match self {
-            Shallow::Raw(raw) => raw.get() == "null",
-            Shallow::Value(value) => value.is_null(),
-            Shallow::Json(json) => json == "null",
-            Shallow::Object(_) => false,
+            Lazy::Raw(raw) => raw.get() == "null",
+            Lazy::Value(value) => value.is_null(),
+            Lazy::Json(json) => json == "null",
+            Lazy::Object(_) => false,
+        }
+    }
+
+    /// Whether this is a JSON object.
+    pub fn is_object(&self) -> bool {
+        match self {
+            Lazy::Raw(raw) => raw.get().starts_with('{'),
+            Lazy::Value(value) => value.is_object(),
+            Lazy::Json(json) => json.starts_with('{'),
+            Lazy::Object(_) => true,
         }
     }
 
     /// The member `name` of an object; `None` for anything but an object, as
     /// `serde_json::Value::get`.
-    pub fn member(&self, name: &str) -> Option<&Shallow<'a>> {
+    pub fn member(&self, name: &str) -> Option<&Lazy<'a>> {
         match self {
-            Shallow::Object(members) => members.get(name),
+            Lazy::Object(members) => members.get(name),
             _ => None,
         }
     }
@@ -67,10 +80,10 @@ impl<'a> Shallow<'a> {
     /// The string this value is, or `None` when it is not a string.
     pub fn as_str(&self) -> Option<Cow<'_, str>> {
         let text = match self {
-            Shallow::Raw(raw) => raw.get(),
-            Shallow::Json(json) => json.as_str(),
-            Shallow::Value(value) => return value.as_str().map(Cow::Borrowed),
-            Shallow::Object(_) => return None,
+            Lazy::Raw(raw) => raw.get(),
+            Lazy::Json(json) => json.as_str(),
+            Lazy::Value(value) => return value.as_str().map(Cow::Borrowed),
+            Lazy::Object(_) => return None,
         };
         let inside = text.strip_prefix('"')?.strip_suffix('"')?;
         if !inside.contains('\\') {
@@ -86,26 +99,27 @@ impl<'a> Shallow<'a> {
 
     /// Decodes this value into `T`. When that fails the value is read as a tree and decoded
     /// again with its path tracked, so `T` gets what `serde_json::from_value` would give it
-    /// and the error names the path inside this value (`.` for the value itself).
+    /// and the error names the path inside this value (`.` for the value itself, none when
+    /// the value is no JSON at all).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, PathError> {
         let tree = match self {
-            Shallow::Raw(raw) => match serde_json::from_str(raw.get()) {
+            Lazy::Raw(raw) => match serde_json::from_str(raw.get()) {
                 Ok(typed) => return Ok(typed),
                 Err(_) => serde_json::from_str::<Value>(raw.get()),
             },
-            Shallow::Json(json) => match serde_json::from_str(json) {
+            Lazy::Json(json) => match serde_json::from_str(json) {
                 Ok(typed) => return Ok(typed),
                 Err(_) => serde_json::from_str::<Value>(json),
             },
-            Shallow::Value(value) => Ok(value.clone()),
-            Shallow::Object(_) => self.to_value(),
+            Lazy::Value(value) => Ok(value.clone()),
+            Lazy::Object(_) => self.to_value(),
         };
         let tree = tree.map_err(|error| PathError {
-            path: ".".to_string(),
+            path: None,
             message: error.to_string(),
         })?;
         serde_path_to_error::deserialize(tree).map_err(|error| PathError {
-            path: error.path().to_string(),
+            path: Some(error.path().to_string()),
             message: error.into_inner().to_string(),
         })
     }
@@ -113,10 +127,10 @@ impl<'a> Shallow<'a> {
     /// This value as a tree.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
         match self {
-            Shallow::Raw(raw) => serde_json::from_str(raw.get()),
-            Shallow::Json(json) => serde_json::from_str(json),
-            Shallow::Value(value) => Ok(value.clone()),
-            Shallow::Object(_) => {
+            Lazy::Raw(raw) => serde_json::from_str(raw.get()),
+            Lazy::Json(json) => serde_json::from_str(json),
+            Lazy::Value(value) => Ok(value.clone()),
+            Lazy::Object(_) => {
                 let mut text = Vec::new();
                 self.write(&mut text)?;
                 serde_json::from_slice(&text)
@@ -127,10 +141,10 @@ impl<'a> Shallow<'a> {
     /// Appends this value as JSON to `out`: raw text as it came, objects member by member.
     pub fn write(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         match self {
-            Shallow::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
-            Shallow::Json(json) => out.extend_from_slice(json.as_bytes()),
-            Shallow::Value(value) => serde_json::to_writer(&mut *out, value)?,
-            Shallow::Object(members) => {
+            Lazy::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Lazy::Json(json) => out.extend_from_slice(json.as_bytes()),
+            Lazy::Value(value) => serde_json::to_writer(&mut *out, value)?,
+            Lazy::Object(members) => {
                 out.push(b'{');
                 for (index, (name, value)) in members.0.iter().enumerate() {
                     if index > 0 {
@@ -180,26 +194,33 @@ fn unescape_quotes(inside: &str) -> Option<String> {
 /// Why a value did not decode: where inside it, and what the decoder said.
 #[derive(Debug, PartialEq, Eq)]
 pub struct PathError {
-    /// The path inside the value, as `serde_path_to_error` writes it (`.` for the value).
-    pub path: String,
+    /// The path inside the value, as `serde_path_to_error` writes it (`.` for the value);
+    /// `None` when the value is not JSON.
+    pub path: Option<String>,
     /// The decoder's message.
     pub message: String,
 }
 
 impl fmt::Display for PathError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path == "." {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
+        match self.path.as_deref() {
+            None | Some(".") => f.write_str(&self.message),
+            Some(path) => write!(f, "{path}: {}", self.message),
         }
+    }
+}
+
+/// Reads a value as the raw text it is, to be typed later.
+impl<'de: 'a, 'a> Deserialize<'de> for Lazy<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(deserializer).map(Lazy::Raw)
     }
 }
 
 impl<'a> Members<'a> {
     /// Members from name-value pairs as read, a name given twice keeping its first place and
     /// its last value.
-    fn deduplicated(mut pairs: Vec<(Cow<'a, str>, Shallow<'a>)>) -> Self {
+    fn deduplicated(mut pairs: Vec<(Cow<'a, str>, Lazy<'a>)>) -> Self {
         // Objects on the expanded path are small; a hash map pays only for many members.
         const SCAN_UP_TO: usize = 16;
         if pairs.len() <= SCAN_UP_TO {
@@ -231,7 +252,7 @@ impl<'a> Members<'a> {
     }
 
     /// The value of the member `name`.
-    pub fn get(&self, name: &str) -> Option<&Shallow<'a>> {
+    pub fn get(&self, name: &str) -> Option<&Lazy<'a>> {
         self.0
             .iter()
             .find(|(member, _)| member == name)
@@ -239,7 +260,7 @@ impl<'a> Members<'a> {
     }
 
     /// The value of the member `name`, to edit.
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Shallow<'a>> {
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut Lazy<'a>> {
         self.0
             .iter_mut()
             .find(|(member, _)| member == name)
@@ -250,8 +271,8 @@ impl<'a> Members<'a> {
     pub fn get_or_insert_with(
         &mut self,
         name: &'a str,
-        value: impl FnOnce() -> Shallow<'a>,
-    ) -> &mut Shallow<'a> {
+        value: impl FnOnce() -> Lazy<'a>,
+    ) -> &mut Lazy<'a> {
         let index = match self.0.iter().position(|(member, _)| member == name) {
             Some(index) => index,
             None => {
@@ -263,7 +284,7 @@ impl<'a> Members<'a> {
     }
 
     /// Sets the member `name` to `value`, in its place when it is there, else last.
-    pub fn insert(&mut self, name: impl Into<Cow<'a, str>>, value: Shallow<'a>) {
+    pub fn insert(&mut self, name: impl Into<Cow<'a, str>>, value: Lazy<'a>) {
         let name = name.into();
         match self.get_mut(&name) {
             Some(existing) => *existing = value,
@@ -272,7 +293,7 @@ impl<'a> Members<'a> {
     }
 
     /// Removes the member `name`, returning its value.
-    pub fn remove(&mut self, name: &str) -> Option<Shallow<'a>> {
+    pub fn remove(&mut self, name: &str) -> Option<Lazy<'a>> {
         let index = self.0.iter().position(|(member, _)| member == name)?;
         Some(self.0.remove(index).1)
     }
@@ -290,9 +311,9 @@ impl<'a> Members<'a> {
 pub struct Expand<'p>(pub &'p [&'p str]);
 
 impl<'de> DeserializeSeed<'de> for Expand<'_> {
-    type Value = Shallow<'de>;
+    type Value = Lazy<'de>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shallow<'de>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Lazy<'de>, D::Error> {
         deserializer.deserialize_any(ExpandVisitor(self.0))
     }
 }
@@ -300,50 +321,50 @@ impl<'de> DeserializeSeed<'de> for Expand<'_> {
 struct ExpandVisitor<'p>(&'p [&'p str]);
 
 impl<'de> Visitor<'de> for ExpandVisitor<'_> {
-    type Value = Shallow<'de>;
+    type Value = Lazy<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow<'de>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Lazy<'de>, A::Error> {
         let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
         while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
             let value = match self.0.split_first() {
                 Some((expanded, rest)) if *expanded == name => map.next_value_seed(Expand(rest))?,
-                _ => Shallow::Raw(map.next_value::<&'de RawValue>()?),
+                _ => Lazy::Raw(map.next_value::<&'de RawValue>()?),
             };
             members.push((name, value));
         }
-        Ok(Shallow::Object(Members::deduplicated(members)))
+        Ok(Lazy::Object(Members::deduplicated(members)))
     }
 
-    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Shallow<'de>, A::Error> {
-        Value::deserialize(SeqAccessDeserializer::new(seq)).map(Shallow::Value)
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Lazy<'de>, A::Error> {
+        Value::deserialize(SeqAccessDeserializer::new(seq)).map(Lazy::Value)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Shallow<'de>, E> {
-        Ok(Shallow::Value(Value::Null))
+    fn visit_unit<E: de::Error>(self) -> Result<Lazy<'de>, E> {
+        Ok(Lazy::Value(Value::Null))
     }
 
-    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Shallow<'de>, E> {
-        Ok(Shallow::Value(value.into()))
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Lazy<'de>, E> {
+        Ok(Lazy::Value(value.into()))
     }
 
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Shallow<'de>, E> {
-        Ok(Shallow::Value(value.into()))
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Lazy<'de>, E> {
+        Ok(Lazy::Value(value.into()))
     }
 
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Shallow<'de>, E> {
-        Ok(Shallow::Value(value.into()))
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Lazy<'de>, E> {
+        Ok(Lazy::Value(value.into()))
     }
 
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Shallow<'de>, E> {
-        Ok(Shallow::Value(value.into()))
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Lazy<'de>, E> {
+        Ok(Lazy::Value(value.into()))
     }
 
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Shallow<'de>, E> {
-        Ok(Shallow::Value(value.into()))
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Lazy<'de>, E> {
+        Ok(Lazy::Value(value.into()))
     }
 }
 
@@ -380,14 +401,14 @@ mod tests {
 
     use super::*;
 
-    fn read<'a>(text: &'a str, path: &[&str]) -> Shallow<'a> {
+    fn read<'a>(text: &'a str, path: &[&str]) -> Lazy<'a> {
         let mut deserializer = serde_json::Deserializer::from_str(text);
         Expand(path)
             .deserialize(&mut deserializer)
             .expect("valid JSON")
     }
 
-    fn written(value: &Shallow<'_>) -> String {
+    fn written(value: &Lazy<'_>) -> String {
         let mut out = Vec::new();
         value.write(&mut out).expect("writes");
         String::from_utf8(out).expect("UTF-8")
@@ -397,10 +418,10 @@ mod tests {
     fn an_unedited_object_is_written_back_byte_for_byte() {
         let text = r#"{"a":{"b": [1, 2.50, "x\u0041"],"c":{"d":null}},"e\"f":"\u00e9","g":true}"#;
         let value = read(text, &["a", "c"]);
-        assert!(matches!(value.member("a"), Some(Shallow::Object(_))));
+        assert!(matches!(value.member("a"), Some(Lazy::Object(_))));
         assert!(matches!(
             value.member("a").and_then(|a| a.member("b")),
-            Some(Shallow::Raw(_))
+            Some(Lazy::Raw(_))
         ));
         assert_eq!(
             written(&value),
@@ -426,7 +447,7 @@ mod tests {
             let expected: Value = serde_json::from_str(&text).expect("JSON");
             assert_eq!(value.to_value().expect("JSON"), expected, "{text}");
         }
-        assert!(matches!(read("[1]", &["a"]), Shallow::Value(_)));
+        assert!(matches!(read("[1]", &["a"]), Lazy::Value(_)));
     }
 
     #[test]
@@ -480,7 +501,7 @@ mod tests {
             let expected: String = serde_json::from_str(text).expect("a JSON string");
             let raw: &RawValue = serde_json::from_str(text).expect("a JSON string");
             assert_eq!(
-                Shallow::Raw(raw).as_str().as_deref(),
+                Lazy::Raw(raw).as_str().as_deref(),
                 Some(expected.as_str()),
                 "{text}"
             );
@@ -489,16 +510,16 @@ mod tests {
 
     #[test]
     fn members_are_edited_in_place_or_added_last() {
-        let Shallow::Object(mut members) = read(r#"{"a":1,"b":2}"#, &[]) else {
+        let Lazy::Object(mut members) = read(r#"{"a":1,"b":2}"#, &[]) else {
             panic!("an object");
         };
-        members.insert("a", Shallow::Value(json!("one")));
-        members.insert("c", Shallow::Value(json!(3)));
+        members.insert("a", Lazy::Value(json!("one")));
+        members.insert("c", Lazy::Value(json!(3)));
         assert!(members.remove("b").is_some());
         assert!(members.remove("b").is_none());
-        *members.get_or_insert_with("d", Shallow::object) = Shallow::Value(json!([]));
+        *members.get_or_insert_with("d", Lazy::object) = Lazy::Value(json!([]));
         assert_eq!(
-            written(&Shallow::Object(members)),
+            written(&Lazy::Object(members)),
             r#"{"a":"one","c":3,"d":[]}"#
         );
     }
@@ -517,7 +538,7 @@ mod tests {
         }
         let value = read(r#"{"inner":{"count":"three"}}"#, &[]);
         let error = value.decode::<Outer>().expect_err("count is a string");
-        assert_eq!(error.path, "inner.count");
+        assert_eq!(error.path.as_deref(), Some("inner.count"));
         assert!(
             error
                 .to_string()
@@ -526,7 +547,15 @@ mod tests {
         let error = read(r#""text""#, &[])
             .decode::<Outer>()
             .expect_err("not an object");
-        assert_eq!(error.path, ".");
+        assert_eq!(error.path.as_deref(), Some("."));
         assert!(!error.to_string().starts_with('.'), "{error}");
+        let error = Lazy::Json("{\"inner\":".to_string())
+            .decode::<Outer>()
+            .expect_err("not JSON");
+        assert_eq!(error.path, None);
+        assert!(
+            error.to_string().starts_with("EOF while parsing"),
+            "{error}"
+        );
     }
 }

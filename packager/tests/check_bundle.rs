@@ -1,4 +1,4 @@
-//! Runs `memcached-operator check-bundle` on the committed bundle and on crafted bad ones, and
+//! Runs `memcached-packager check-bundle` on the committed bundle and on crafted bad ones, and
 //! checks its exit codes: 0 clean, 1 with every violation listed, 2 for unreadable input.
 
 use std::path::{Path, PathBuf};
@@ -6,11 +6,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_memcached-operator");
+const BIN: &str = env!("CARGO_BIN_EXE_memcached-packager");
 const CSV_FILE: &str = "memcached-operator.clusterserviceversion.yaml";
 
 fn bundle() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bundle")
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../bundle"))
 }
 
 fn check(dir: &Path, json: bool) -> Output {

@@ -332,7 +332,7 @@ fn check_conversion(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::olm::csv::{DeploymentSpecNamed, InstallMode};
+    use crate::csv::{DeploymentSpecNamed, InstallMode};
 
     fn csv_with(webhook: WebhookDescription, modes: &[(&str, bool)]) -> ClusterServiceVersion {
         let mut csv = ClusterServiceVersion::default();
