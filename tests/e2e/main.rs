@@ -6,16 +6,6 @@
 //! because some stop the operator or remove the webhook wiring. A control plane that cannot
 //! start fails the run with the reason; nothing is skipped.
 
-#[path = "../webhooks/client.rs"]
-#[allow(dead_code)]
-mod client;
-#[path = "../webhooks/pki.rs"]
-#[allow(dead_code)]
-mod pki;
-#[path = "../webhooks/process.rs"]
-#[allow(dead_code)]
-mod process;
-
 mod admission;
 mod cluster;
 mod controller;
