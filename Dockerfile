@@ -3,15 +3,17 @@
 
 FROM docker.io/library/rust:1.95.0-alpine AS builder
 WORKDIR /src
-# Dependencies first, so that editing the sources reuses their layer.
+# Dependencies first, so that editing the sources reuses their layer. The workspace's test
+# kit is never built here, but cargo reads its manifest to load the workspace.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
-    && cargo build --release --locked \
+COPY testkit/Cargo.toml testkit/
+RUN mkdir src testkit/src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs testkit/src/lib.rs \
+    && cargo build --release --locked -p memcached-operator \
     && rm -rf src
 COPY src ./src
 COPY assets ./assets
 RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked \
+    && cargo build --release --locked -p memcached-operator \
     && install -D -m 0755 target/release/memcached-operator /out/memcached-operator
 
 FROM registry.access.redhat.com/ubi9/ubi-micro:9.6
