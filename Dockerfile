@@ -4,12 +4,13 @@
 FROM docker.io/library/rust:1.95.0-alpine AS builder
 WORKDIR /src
 # Dependencies first, so that editing the sources reuses their layer. The workspace's other
-# members (the packaging tool) are only named, with empty sources: the image holds the
-# operator alone.
+# members (the packaging tool, the test kit) are never built here, but cargo reads their
+# manifests to load the workspace: they get empty sources, and the image holds the operator.
 COPY Cargo.toml Cargo.lock ./
 COPY packager/Cargo.toml ./packager/
-RUN mkdir -p src packager/src && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs packager/src/lib.rs \
+COPY testkit/Cargo.toml ./testkit/
+RUN mkdir -p src packager/src testkit/src && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs packager/src/lib.rs testkit/src/lib.rs \
     && cargo build --release --locked -p memcached-operator \
     && rm -rf src
 COPY src ./src

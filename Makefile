@@ -40,10 +40,11 @@ clippy:
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
 	  -- -D warnings
 
-## test-rust: unit, integration and end-to-end tests of every crate, the ignored ones included
-## (they need .tools/: the end-to-end tests start their own control plane from .tools/bin).
+## test-rust: unit and integration tests of every crate, then the end-to-end tests, which plain
+## `cargo test` lists as ignored (they start their own control plane from .tools/bin).
 test-rust: test-tools
-	$(CARGO) test --locked --workspace -- --include-ignored
+	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked --test e2e -- --ignored
 
 ## test: everything CI runs.
 test: lint deny test-rust validate fuzz-smoke
@@ -181,11 +182,12 @@ bench-micro:
 	  --warm-up-time 1 --measurement-time 2
 
 bench-load:
+	$(CARGO) build --locked --release -p memcached-packager
 	$(CARGO) bench --locked --bench load
 
 ## bench-controller: `run` with 1,000 Memcached objects in its caches: reconcile time, memory.
 bench-controller: test-tools
-	$(CARGO) build --locked --release
+	$(CARGO) build --locked --release -p memcached-operator
 	hack/bench-controller.sh 1000
 # ==== end of benchmarks ==================================================================
 

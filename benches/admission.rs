@@ -1,9 +1,6 @@
 //! Times the admission rules alone and the admission reviews end to end (JSON in, decision,
 //! JSON out), on the same fully specified Memcached the load harness sends.
 
-#[path = "load/reviews.rs"]
-mod reviews;
-
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -12,9 +9,11 @@ use memcached_operator::admission::validate::{validate_create, validate_update};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::webhook::WebhookKind;
 use memcached_operator::webhook::answer;
+use testkit::process::RELATED_IMAGE;
+use testkit::reviews;
 
 fn defaults() -> Defaults {
-    Defaults::with_related_image(Some("registry.example/memcached:1.6.39".into()))
+    Defaults::with_related_image(Some(RELATED_IMAGE.into()))
 }
 
 fn object() -> Memcached {

@@ -2,9 +2,6 @@
 //! each object of a review), and of whole ConversionReviews of 1 and 500 stored objects end
 //! to end (JSON in, converted, JSON out), in both directions.
 
-#[path = "load/reviews.rs"]
-mod reviews;
-
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -13,6 +10,7 @@ use memcached_operator::webhook::WebhookKind;
 use memcached_operator::webhook::answer;
 use memcached_operator::webhook::conversion::write_converted;
 use memcached_operator::webhook::wire::conversion::ConversionObject;
+use testkit::reviews;
 
 /// Converts the JSON of one object as the webhook does: read shallowly, converted, written.
 fn convert_text(text: &str, desired: &str) -> Vec<u8> {
@@ -23,14 +21,15 @@ fn convert_text(text: &str, desired: &str) -> Vec<u8> {
 }
 
 fn one_object(c: &mut Criterion) {
+    let (v1alpha1, v1beta1) = (reviews::v1alpha1(), reviews::v1beta1());
     let beta = reviews::stored_object(0).to_string();
-    let alpha = String::from_utf8(convert_text(&beta, reviews::V1ALPHA1)).expect("UTF-8");
+    let alpha = String::from_utf8(convert_text(&beta, &v1alpha1)).expect("UTF-8");
     let mut group = c.benchmark_group("convert object");
     group.bench_function("v1beta1 to v1alpha1", |b| {
-        b.iter(|| convert_text(black_box(&beta), reviews::V1ALPHA1))
+        b.iter(|| convert_text(black_box(&beta), &v1alpha1))
     });
     group.bench_function("v1alpha1 to v1beta1", |b| {
-        b.iter(|| convert_text(black_box(&alpha), reviews::V1BETA1))
+        b.iter(|| convert_text(black_box(&alpha), &v1beta1))
     });
     group.finish();
 }

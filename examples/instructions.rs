@@ -15,9 +15,6 @@
 //!
 //! Usage: `instructions validate|update|mutate|down500|up500 [REPEAT]`
 
-#[path = "../benches/load/reviews.rs"]
-mod reviews;
-
 use std::hint::black_box;
 use std::process::ExitCode;
 
@@ -25,6 +22,8 @@ use memcached_operator::admission::defaults::Defaults;
 use memcached_operator::telemetry::{LogArgs, LogFormat, init_logging};
 use memcached_operator::webhook::WebhookKind;
 use memcached_operator::webhook::answer;
+use testkit::process::RELATED_IMAGE;
+use testkit::reviews;
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -51,7 +50,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let defaults = Defaults::with_related_image(Some("registry.example/memcached:1.6.39".into()));
+    let defaults = Defaults::with_related_image(Some(RELATED_IMAGE.into()));
     let warm_up = answer(kind, black_box(&body), &defaults);
     if warm_up.status != 200 {
         eprintln!("{}", String::from_utf8_lossy(&warm_up.body));

@@ -48,16 +48,30 @@ die() { printf 'control-plane: error: %s\n' "$*" >&2; exit 1; }
 # kubectl from .tools, never one from PATH, with its discovery cache kept in the state dir.
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
 
+# runs_binary PID BINARY: whether process PID runs the program file BINARY, however either
+# path is spelled. The kernel gives /proc/PID/exe fully resolved, while BINARY may pass
+# through symbolic links (.tools itself is often one, to a shared tool cache), so both sides
+# are resolved before they are compared; the same file reached another way (a bind mount, a
+# hard link) matches by device and inode.
+runs_binary() {
+  local pid="$1" binary="$2" exe want
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  want="$(readlink -f -- "$binary" 2>/dev/null)" || return 1
+  # " (deleted)": the binary was rebuilt or reinstalled while it ran; the path still says
+  # which program it was.
+  [[ "$exe" == "$want" || "$exe" == "$want (deleted)" ]] && return 0
+  [[ -e "$binary" ]] || return 1
+  [[ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" == "$(stat -L -c %d:%i -- "$binary")" ]]
+}
+
 # pid_of COMPONENT: the pid of the running COMPONENT started by this script, or nothing.
-# The pid must still belong to our binary (guards against a recycled pid).
+# The pid must still run our binary (guards against a recycled pid) and not be a zombie.
 pid_of() {
-  local pidfile="$RUN/$1.pid" pid exe
+  local pidfile="$RUN/$1.pid" pid
   [[ -f "$pidfile" ]] || return 0
   pid="$(<"$pidfile")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 0
-  # " (deleted)": the binary was rebuilt while it ran.
-  [[ "$exe" == "$BIN/$1" || "$exe" == "$BIN/$1 (deleted)" ]] || return 0
+  runs_binary "$pid" "$BIN/$1" || return 0
   [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 0
   echo "$pid"
 }

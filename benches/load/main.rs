@@ -11,9 +11,7 @@
 
 mod echo;
 mod generator;
-mod pki;
 mod report;
-mod reviews;
 mod servers;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +21,9 @@ use bytes::Bytes;
 use memcached_operator::webhook::certs::OLM_SERVING_CERTS_DIR;
 use memcached_operator::webhook::{WebhookKind, webhook};
 use serde_json::Value;
+use testkit::cert_layout::{self, Layout};
+use testkit::pki::{Ca, KeyForm};
+use testkit::{procfs, reviews};
 
 use crate::generator::{Client, Connections, Load, Outcome};
 use crate::report::{LoadRow, Report, Spread};
@@ -117,8 +118,14 @@ fn main() {
     let mut report = Report::new(duration, warm_up);
 
     let root = tempfile::TempDir::new().expect("a temporary OLM root");
-    let issued = pki::issue();
-    pki::write_olm_layout(root.path(), &issued);
+    let ca = Ca::root();
+    let leaf = ca.serving(KeyForm::EcPkcs8);
+    cert_layout::write(
+        root.path(),
+        Layout::ServingCerts,
+        &leaf.cert_pem,
+        &leaf.key_pem,
+    );
 
     let only = std::env::var("BENCH_ONLY")
         .ok()
@@ -136,7 +143,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let client = Client::new(&issued.ca_pem);
+    let client = Client::new(&ca.pem);
     let operator = servers::start_operator(root.path());
     std::thread::sleep(Duration::from_millis(500));
     report.idle_memory_kib = Some(operator.memory_kib());
@@ -259,12 +266,13 @@ async fn measure(client: &Client, load: &Load, process: &Process) -> Measured {
     let (warm_up, duration) = (load.warm_up, load.duration);
     let probe = tokio::spawn(async move {
         tokio::time::sleep(warm_up).await;
-        let before = servers::cpu_time(pid);
+        let before = cpu_time(pid);
         tokio::time::sleep(duration / 2).await;
-        (before, servers::memory_kib(pid).0)
+        let memory = procfs::memory(pid).unwrap_or_else(|error| panic!("{error}"));
+        (before, memory.rss_kib)
     });
     let outcome = generator::run(client, load).await;
-    let after = servers::cpu_time(pid);
+    let after = cpu_time(pid);
     let (before, rss_kib) = probe.await.expect("the probe");
     let answered = (outcome.requests + outcome.errors).max(1);
     Measured {
@@ -272,6 +280,11 @@ async fn measure(client: &Client, load: &Load, process: &Process) -> Measured {
         outcome,
         rss_kib,
     }
+}
+
+/// User plus system CPU time of process `pid`.
+fn cpu_time(pid: u32) -> Duration {
+    procfs::cpu_time(pid).unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// Time from spawning `webhooks` to `/readyz` answering 200, in milliseconds.
@@ -287,11 +300,12 @@ fn start_up_ms(cert_root: &Path) -> f64 {
     elapsed.as_secs_f64() * 1000.0
 }
 
-/// Wall time of `memcached-operator generate --output-dir TMP`, in milliseconds.
+/// Wall time of `memcached-packager generate --output-dir TMP`, in milliseconds.
 fn generate_ms() -> f64 {
+    let packager = servers::packager();
     let output = tempfile::TempDir::new().expect("a temporary output directory");
     let started = Instant::now();
-    let status = std::process::Command::new(servers::OPERATOR)
+    let status = std::process::Command::new(&packager)
         .arg("generate")
         .arg("--output-dir")
         .arg(output.path())

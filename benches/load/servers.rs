@@ -1,21 +1,29 @@
-//! Starts the servers under test as child processes on free loopback ports, tells when they
-//! are ready, and reads their CPU time and memory from `/proc`.
+//! Starts the servers under test as child processes on free loopback ports (known before
+//! they start, so start-up is timed from the first instant), and tells when they are ready.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use testkit::ports::free_port;
+use testkit::process::RELATED_IMAGE;
+use testkit::procfs;
+
 /// The release build of the operator, built by cargo for this benchmark.
 pub const OPERATOR: &str = env!("CARGO_BIN_EXE_memcached-operator");
 
-/// A free TCP port on 127.0.0.1 (free when asked; nothing else on this machine races for it).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port")
+/// The release build of the packaging tool, beside the operator's (`make bench-load` builds
+/// it first); panics naming the command that builds it when it is missing.
+pub fn packager() -> std::path::PathBuf {
+    let packager = std::path::Path::new(OPERATOR).with_file_name("memcached-packager");
+    assert!(
+        packager.is_file(),
+        "{} is missing: cargo build --release -p memcached-packager",
+        packager.display()
+    );
+    packager
 }
 
 /// A server process, killed when dropped.
@@ -33,7 +41,8 @@ impl Process {
 
     /// `VmRSS` and `VmHWM` of the process, in KiB.
     pub fn memory_kib(&self) -> (u64, u64) {
-        memory_kib(self.pid())
+        let memory = procfs::memory(self.pid()).unwrap_or_else(|error| panic!("{error}"));
+        (memory.rss_kib, memory.hwm_kib)
     }
 }
 
@@ -79,10 +88,7 @@ pub fn spawn_operator(cert_root: &Path, ports: &Ports) -> Child {
         .arg("--cert-root")
         .arg(cert_root)
         .args(["--log-format", "json"])
-        .env(
-            "RELATED_IMAGE_MEMCACHED",
-            "registry.example/memcached:1.6.39",
-        )
+        .env("RELATED_IMAGE_MEMCACHED", RELATED_IMAGE)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -157,37 +163,4 @@ fn readyz(address: SocketAddr) -> Option<u16> {
         .nth(1)?
         .parse()
         .ok()
-}
-
-/// Clock ticks per second of `/proc/PID/stat` (USER_HZ, 100 on every Linux this runs on).
-const CLOCK_TICKS: u64 = 100;
-
-/// utime + stime of a process, from `/proc/PID/stat`.
-pub fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The command name may hold spaces; the fields after it are fixed.
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // Fields 14 and 15 of stat(5); field 3 (state) is the first after the name.
-    let total = ticks(11) + ticks(12);
-    Duration::from_millis(total * 1000 / CLOCK_TICKS)
-}
-
-/// `VmRSS` and `VmHWM` of a process, in KiB.
-pub fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }

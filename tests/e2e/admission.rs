@@ -14,9 +14,10 @@ use memcached_operator::api::convert::STASH_ANNOTATION;
 use memcached_operator::api::v1beta1::{Memcached, MemcachedConfig, MemcachedSpec};
 use memcached_operator::api::{DELETION_PROTECTION_ANNOTATION, v1alpha1};
 use serde_json::json;
+use testkit::process::RELATED_IMAGE;
+use testkit::repository;
 
 use crate::cluster::{Env, eventually, kubectl};
-use crate::process::RELATED_IMAGE;
 
 fn defaults() -> Defaults {
     Defaults::with_related_image(Some(RELATED_IMAGE.to_string()))
@@ -358,14 +359,11 @@ pub async fn a_server_side_dry_run_returns_the_defaulted_object_and_stores_nothi
 }
 
 pub async fn config_default_applies_with_a_server_side_dry_run(env: Arc<Env>) {
-    let output =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.tools/bin/kustomize"))
-            .args([
-                "build",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/config/default"),
-            ])
-            .output()
-            .expect("run .tools/bin/kustomize");
+    let output = std::process::Command::new(repository::tool("kustomize"))
+        .arg("build")
+        .arg(repository::root().join("config/default"))
+        .output()
+        .expect("run .tools/bin/kustomize");
     assert!(
         output.status.success(),
         "{}",

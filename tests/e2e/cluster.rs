@@ -1,73 +1,27 @@
-//! Starts and stops what the scenarios run against: a local control plane (through the
-//! project's own script, in a temporary state directory), the operator binary with its
-//! serving certificate in a temporary OLM layout, and OLM's webhook wiring pointing at it.
+//! Sets up what the scenarios run against: a local control plane (the test kit's), the
+//! operator binary with its serving certificate in a temporary OLM layout, and OLM's webhook
+//! wiring pointing at it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 use memcached_packager::wiring::{InstallArgs, install};
+use testkit::cert_layout::{self, Layout};
+use testkit::control_plane::ControlPlane;
+use testkit::pki::{Ca, KeyForm};
+use testkit::ports::free_port;
+use testkit::process::{OperatorBinary, Server};
+use testkit::repository;
 use tokio::sync::Mutex;
 
-use crate::pki::{self, Ca, KeyForm, Layout};
-use crate::process::Server;
+/// The operator binary cargo built for these tests.
+pub const OPERATOR: OperatorBinary = OperatorBinary::new(env!("CARGO_BIN_EXE_memcached-operator"));
 
 /// The namespace of the operator's leader Lease and OLM owner labels.
 pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
-
-fn repository() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A control plane started by `hack/control-plane.sh` in its own state directory.
-pub struct ControlPlane {
-    state: tempfile::TempDir,
-}
-
-impl ControlPlane {
-    fn start() -> Result<ControlPlane, String> {
-        let state = tempfile::Builder::new()
-            .prefix("memcached-operator-e2e.")
-            .tempdir()
-            .map_err(|e| format!("cannot make a state directory: {e}"))?;
-        let script = repository().join("hack/control-plane.sh");
-        let output = std::process::Command::new(&script)
-            .arg("start")
-            .env("CONTROL_PLANE_DIR", state.path())
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        let plane = ControlPlane { state };
-        if !output.status.success() {
-            return Err(format!(
-                "the local control plane did not start ({} start: {}):\n{}",
-                script.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        Ok(plane)
-    }
-
-    /// The admin kubeconfig.
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.state.path().join("kubeconfig")
-    }
-}
-
-impl Drop for ControlPlane {
-    fn drop(&mut self) {
-        let stopped = std::process::Command::new(repository().join("hack/control-plane.sh"))
-            .arg("stop")
-            .env("CONTROL_PLANE_DIR", self.state.path())
-            .status();
-        if !matches!(stopped, Ok(status) if status.success()) {
-            eprintln!("e2e: stopping the control plane failed: {stopped:?}");
-        }
-    }
-}
 
 /// Everything the scenarios share.
 pub struct Env {
@@ -90,28 +44,24 @@ impl Env {
     pub async fn start() -> Result<Env, String> {
         let plane = tokio::task::spawn_blocking(ControlPlane::start)
             .await
-            .map_err(|e| e.to_string())??;
-        let kubeconfig = Kubeconfig::read_from(plane.kubeconfig())
-            .map_err(|e| format!("cannot read the control plane's kubeconfig: {e}"))?;
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|e| format!("cannot use the control plane's kubeconfig: {e}"))?;
-        let client = Client::try_from(config).map_err(|e| format!("cannot make a client: {e}"))?;
+            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
+            .map_err(|e| e.to_string())?;
+        let client = plane.client().await.map_err(|e| e.to_string())?;
         let ca = Ca::root();
-        let cert_root = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let cert_root = tempfile::tempdir()
+            .map_err(|e| format!("cannot make a temporary certificate root: {e}"))?;
         let leaf = ca.serving(KeyForm::EcPkcs8);
-        pki::write(
+        cert_layout::write(
             cert_root.path(),
             Layout::ServingCerts,
             &leaf.cert_pem,
             &leaf.key_pem,
         );
-        let webhook_port = free_port()?;
         let env = Env {
             client,
             ca,
             cert_root,
-            webhook_port,
+            webhook_port: free_port(),
             operator: Mutex::new(None),
             plane,
         };
@@ -169,7 +119,9 @@ impl Env {
         } else {
             &["probes", "metrics"]
         };
-        Server::start_command(&args, &[("KUBECONFIG", &kubeconfig)], listeners).await
+        OPERATOR
+            .start(&args, &[("KUBECONFIG", &kubeconfig)], listeners)
+            .await
     }
 
     /// Stops the running operator with SIGTERM and waits for it to exit.
@@ -183,9 +135,10 @@ impl Env {
     /// Applies the bundle's CRD and OLM's webhook wiring, pointed at the operator.
     pub async fn install_wiring(&self) -> Result<(), String> {
         let ca_file = self.cert_root.path().join("ca.crt");
-        std::fs::write(&ca_file, &self.ca.pem).map_err(|e| e.to_string())?;
+        std::fs::write(&ca_file, &self.ca.pem)
+            .map_err(|e| format!("cannot write {}: {e}", ca_file.display()))?;
         let args = InstallArgs {
-            bundle: repository().join("bundle/manifests"),
+            bundle: repository::root().join("bundle/manifests"),
             url: format!("https://127.0.0.1:{}", self.webhook_port),
             ca_file,
             namespace: OPERATOR_NAMESPACE.to_string(),
@@ -226,15 +179,6 @@ impl Env {
     }
 }
 
-/// A loopback port nothing listens on now.
-fn free_port() -> Result<u16, String> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
-}
-
 /// Polls `check` until it returns `Some`, or panics naming `what` after `within`.
 pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
 where
@@ -253,25 +197,8 @@ where
 
 /// Runs the project's kubectl against the control plane; returns (success, stdout, stderr).
 pub fn kubectl(env: &Env, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    use std::io::Write;
-    let mut command = std::process::Command::new(repository().join(".tools/bin/kubectl"));
-    command
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().expect("run .tools/bin/kubectl");
-    if let (Some(text), Some(mut input)) = (stdin, child.stdin.take()) {
-        input
-            .write_all(text.as_bytes())
-            .expect("write kubectl's stdin");
+    match env.plane.kubectl(args, stdin) {
+        Ok(output) => (output.success, output.stdout, output.stderr),
+        Err(error) => panic!("kubectl {}: {error}", args.join(" ")),
     }
-    let output = child.wait_with_output().expect("wait for kubectl");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }

@@ -19,9 +19,9 @@ use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::controller::children::CONFIG_HASH_ANNOTATION;
 use memcached_packager::wiring::DESCRIPTION_LABEL;
 use serde_json::json;
+use testkit::process::RELATED_IMAGE;
 
 use crate::cluster::{Env, eventually, kubectl};
-use crate::process::RELATED_IMAGE;
 
 const WAIT: Duration = Duration::from_secs(60);
 

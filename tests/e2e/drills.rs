@@ -16,9 +16,11 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use serde_json::json;
+use testkit::cert_layout::{self, Layout};
+use testkit::client;
+use testkit::pki::{Ca, KeyForm, Leaf};
 
-use crate::cluster::{Env, OPERATOR_NAMESPACE, eventually, kubectl};
-use crate::pki::{self, Ca, KeyForm, Layout, Leaf};
+use crate::cluster::{Env, OPERATOR, OPERATOR_NAMESPACE, eventually, kubectl};
 
 const WAIT: Duration = Duration::from_secs(60);
 const MUTATING: &str = "mmemcached-v1beta1.cache.f2367556.dev";
@@ -78,7 +80,7 @@ fn v1alpha1(env: &Env, namespace: &str) -> Api<DynamicObject> {
 /// connections to the old process are gone).
 async fn restart_serving(env: &Env, leaf: &Leaf) {
     env.stop_operator().await;
-    pki::write(
+    cert_layout::write(
         env.cert_root.path(),
         Layout::ServingCerts,
         &leaf.cert_pem,
@@ -91,7 +93,7 @@ async fn restart_serving(env: &Env, leaf: &Leaf) {
 /// says it serves it: the fix of every certificate drill.
 async fn rotate_to_good_certificate(env: &Env) -> Leaf {
     let leaf = env.ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         env.cert_root.path(),
         Layout::ServingCerts,
         &leaf.cert_pem,
@@ -329,7 +331,9 @@ pub async fn drill_missing_certificates_keep_the_operator_unready(env: Arc<Env>)
     env.stop_operator().await;
     let operator = env.spawn_operator(empty_root.path(), &[]).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (status, body) = crate::client::plain_get(operator.probes, "/readyz").await;
+    let (status, body) = client::plain_get(operator.probes, "/readyz")
+        .await
+        .expect("an answer from /readyz");
     assert_eq!(
         (status, String::from_utf8_lossy(&body).as_ref()),
         (503, "no usable serving certificate yet\n"),
@@ -367,7 +371,7 @@ pub async fn drill_missing_certificates_keep_the_operator_unready(env: Arc<Env>)
 
     // Fix: the certificate appears where OLM mounts it (the Secret is mounted late).
     let leaf = env.ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         empty_root.path(),
         Layout::ServingCerts,
         &leaf.cert_pem,
@@ -633,12 +637,13 @@ pub async fn drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_st
     .map(|a| a.to_string())
     .collect();
     let path = path.display().to_string();
-    let mut operator = crate::process::Server::start_command(
-        &args,
-        &[("KUBECONFIG", path.as_str())],
-        &["probes", "metrics"],
-    )
-    .await;
+    let mut operator = OPERATOR
+        .start(
+            &args,
+            &[("KUBECONFIG", path.as_str())],
+            &["probes", "metrics"],
+        )
+        .await;
     // Each watch (Memcacheds and the three kinds of children) says what it may not list.
     let expected = format!(
         "memcacheds.cache.f2367556.dev is forbidden: User \"system:serviceaccount:{namespace}:no-rights\" \

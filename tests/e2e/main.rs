@@ -2,19 +2,14 @@
 //! the API server calls the webhooks through OLM-style wiring, and the controller manager
 //! runs the StatefulSet controller and the garbage collector.
 //!
-//! One control plane and one operator serve every scenario; scenarios run one at a time
-//! because some stop the operator or remove the webhook wiring. A control plane that cannot
-//! start fails the run with the reason; nothing is skipped.
-
-#[path = "../webhooks/client.rs"]
-#[allow(dead_code)]
-mod client;
-#[path = "../webhooks/pki.rs"]
-#[allow(dead_code)]
-mod pki;
-#[path = "../webhooks/process.rs"]
-#[allow(dead_code)]
-mod process;
+//! Every scenario needs the pinned tools in `.tools/bin`, so a plain `cargo test` lists them
+//! as ignored (needs .tools: make test); `make test` runs them with `-- --include-ignored`,
+//! and `cargo test --test e2e -- --ignored NAME` runs one.
+//!
+//! One control plane and one operator serve every scenario; they start when the first
+//! scenario runs, never for a listing or a run that ignores them all. Scenarios run one at a
+//! time because some stop the operator or remove the webhook wiring. A control plane that
+//! cannot start fails every scenario with the reason; nothing is skipped.
 
 mod admission;
 mod cluster;
@@ -23,18 +18,51 @@ mod drills;
 mod resilience;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use libtest_mimic::{Arguments, Failed, Trial};
+use tokio::runtime::Handle;
 
 use crate::cluster::Env;
 
-type Scenario = fn(Arc<Env>) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+type Scenario = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 macro_rules! scenarios {
     ($($module:ident :: $name:ident),* $(,)?) => {
         vec![$((stringify!($name), (|env| Box::pin($module::$name(env))) as Scenario)),*]
     };
+}
+
+/// The environment every scenario shares, started by the first scenario that runs.
+enum Shared {
+    /// No scenario has run yet.
+    NotStarted,
+    /// The control plane and the operator run.
+    Running(Arc<Env>),
+    /// They could not start; the first scenario failed with the reason.
+    Failed,
+}
+
+impl Shared {
+    /// The running environment, started now if this is the first scenario.
+    fn get(&mut self, runtime: &Handle) -> Result<Arc<Env>, Failed> {
+        if let Shared::NotStarted = self {
+            *self = match runtime.block_on(Env::start()) {
+                Ok(env) => Shared::Running(Arc::new(env)),
+                Err(reason) => {
+                    *self = Shared::Failed;
+                    return Err(Failed::from(reason));
+                }
+            };
+        }
+        match self {
+            Shared::Running(env) => Ok(env.clone()),
+            _ => Err(Failed::from(
+                "the local control plane did not start: see the first scenario's failure",
+            )),
+        }
+    }
 }
 
 fn main() {
@@ -77,28 +105,29 @@ fn main() {
         drills::drill_a_lease_held_by_a_dead_replica_is_taken_over_after_expiry,
         drills::drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_stops,
     ];
-    let env = runtime.block_on(Env::start()).map(Arc::new);
-    let trials: Vec<Trial> = match &env {
-        Ok(env) => scenarios
-            .into_iter()
-            .map(|(name, scenario)| {
-                let env = env.clone();
-                let handle = runtime.handle().clone();
-                Trial::test(name, move || {
-                    handle.block_on(scenario(env));
-                    Ok::<(), Failed>(())
-                })
+    let shared = Arc::new(Mutex::new(Shared::NotStarted));
+    let trials: Vec<Trial> = scenarios
+        .into_iter()
+        .map(|(name, scenario)| {
+            let shared = shared.clone();
+            let handle = runtime.handle().clone();
+            Trial::test(name, move || {
+                let env = shared
+                    .lock()
+                    .map_err(|_| {
+                        Failed::from("a scenario panicked while starting the control plane")
+                    })?
+                    .get(&handle)?;
+                handle.block_on(scenario(env));
+                Ok(())
             })
-            .collect(),
-        Err(reason) => {
-            let reason = reason.clone();
-            vec![Trial::test("the_local_control_plane_starts", move || {
-                Err(Failed::from(reason))
-            })]
-        }
-    };
+            // A plain `cargo test` ignores it: needs .tools (make test).
+            .with_ignored_flag(true)
+        })
+        .collect();
     let conclusion = libtest_mimic::run(&args, trials);
     // Stops the operators and the control plane (their Drop impls), inside the runtime.
-    runtime.block_on(async move { drop(env) });
+    let shared = Arc::into_inner(shared).and_then(|shared| shared.into_inner().ok());
+    runtime.block_on(async move { drop(shared) });
     conclusion.exit();
 }

@@ -11,11 +11,12 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use serde_json::json;
+use testkit::cert_layout::{self, Layout};
+use testkit::client::TlsClient;
+use testkit::pki::KeyForm;
+use testkit::process::Server;
 
-use crate::client::TlsClient;
 use crate::cluster::{Env, OPERATOR_NAMESPACE, eventually};
-use crate::pki::{self, KeyForm, Layout};
-use crate::process::Server;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -71,7 +72,7 @@ pub async fn certificate_rotation_under_continuous_writes_loses_none(env: Arc<En
     .await;
     let leaf = env.ca.serving(KeyForm::EcPkcs8);
     let rotated_at = Instant::now();
-    pki::write(
+    cert_layout::write(
         env.cert_root.path(),
         Layout::ServingCerts,
         &leaf.cert_pem,
@@ -100,7 +101,7 @@ pub async fn the_fallback_certificate_layout_works_end_to_end(env: Arc<Env>) {
     let namespace = env.create_namespace("e2e-fallback").await;
     let fallback = tempfile::tempdir().expect("a certificate root");
     let leaf = env.ca.serving(KeyForm::EcSec1);
-    pki::write(
+    cert_layout::write(
         fallback.path(),
         Layout::ApiServer,
         &leaf.cert_pem,

@@ -5,9 +5,9 @@ use memcached_operator::admission::validate::{validate_create, validate_delete, 
 use memcached_operator::api::{self, v1beta1};
 use memcached_operator::webhook::WebhookKind;
 use serde_json::{Value, json};
+use testkit::process::RELATED_IMAGE;
+use testkit::reviews::{self, admission, memcached, path};
 
-use crate::process::RELATED_IMAGE;
-use crate::reviews::{self, admission, memcached, path};
 use crate::start_ready;
 
 fn typed(object: &Value) -> v1beta1::Memcached {

@@ -9,12 +9,13 @@ use memcached_operator::webhook::WebhookKind;
 use memcached_operator::webhook::certs::{OLM_APISERVER_CERTS_DIR, OLM_SERVING_CERTS_DIR};
 use serde_json::json;
 use tempfile::TempDir;
+use testkit::cert_layout::{self, KubeletVolume, Layout, olm_root};
+use testkit::client::TlsClient;
+use testkit::pki::{Ca, KeyForm};
+use testkit::process::{Certs, Server};
+use testkit::reviews::{self, admission, memcached, path};
 
-use crate::client::TlsClient;
-use crate::olm_root;
-use crate::pki::{self, Ca, KeyForm, KubeletVolume, Layout};
-use crate::process::{Certs, Server};
-use crate::reviews::{self, admission, memcached, path};
+use crate::OPERATOR;
 
 fn validate_body() -> Bytes {
     let object = memcached("sessions", json!({"replicas": 3}));
@@ -23,7 +24,7 @@ fn validate_body() -> Bytes {
 
 /// Starts a server on `root`, waits until ready, and checks it presents `serial`.
 async fn assert_serves(certs: Certs<'_>, ca: &Ca, serial: &str) -> Server {
-    let server = Server::start(certs, &[]).await;
+    let server = OPERATOR.webhooks(certs, &[]).await;
     server.wait_ready(Duration::from_secs(5)).await;
     let answer = TlsClient::new(server.webhook, &ca.pem)
         .post(path(WebhookKind::Validating), validate_body())
@@ -39,7 +40,7 @@ async fn the_apiserver_local_config_layout_alone_is_served() {
     let root = TempDir::new().expect("tempdir");
     let ca = Ca::root();
     let leaf = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ApiServer,
         &leaf.cert_pem,
@@ -63,7 +64,7 @@ async fn the_tls_cert_spelling_of_olms_docs_is_accepted() {
     let root = TempDir::new().expect("tempdir");
     let ca = Ca::root();
     let leaf = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ServingCertsTlsCert,
         &leaf.cert_pem,
@@ -78,13 +79,13 @@ async fn the_first_olm_path_wins_over_the_apiserver_one() {
     let ca = Ca::root();
     let first = ca.serving(KeyForm::EcPkcs8);
     let second = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ServingCerts,
         &first.cert_pem,
         &first.key_pem,
     );
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ApiServer,
         &second.cert_pem,
@@ -114,7 +115,7 @@ async fn pkcs1_pkcs8_and_sec1_keys_are_all_served() {
     ] {
         let root = TempDir::new().expect("tempdir");
         let leaf = ca.serving(form);
-        pki::write(
+        cert_layout::write(
             root.path(),
             Layout::ServingCerts,
             &leaf.cert_pem,
@@ -132,13 +133,13 @@ async fn a_chain_is_served_whole() {
     let leaf = intermediate
         .serving(KeyForm::EcPkcs8)
         .with_chain(&intermediate);
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ServingCerts,
         &leaf.cert_pem,
         &leaf.key_pem,
     );
-    let server = Server::start(Certs::Root(root.path()), &[]).await;
+    let server = OPERATOR.webhooks(Certs::Root(root.path()), &[]).await;
     server.wait_ready(Duration::from_secs(5)).await;
     // The client trusts the root only: the handshake needs the intermediate from the server.
     let answer = TlsClient::new(server.webhook, &ca.pem)
@@ -153,7 +154,9 @@ async fn a_chain_is_served_whole() {
 #[tokio::test]
 async fn certificates_appearing_late_make_the_server_ready_after_one_log_line() {
     let root = TempDir::new().expect("tempdir");
-    let server = Server::start(Certs::Root(root.path()), &["--cert-poll-interval", "100ms"]).await;
+    let server = OPERATOR
+        .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "100ms"])
+        .await;
     // Several polls pass with the same reasons.
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(server.readyz().await, 503);
@@ -179,7 +182,7 @@ async fn certificates_appearing_late_make_the_server_ready_after_one_log_line() 
 
     let leaf = ca.serving(KeyForm::EcPkcs8);
     let written = Instant::now();
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ServingCerts,
         &leaf.cert_pem,
@@ -206,7 +209,9 @@ async fn a_kubelet_symlink_swap_rotates_the_certificate_under_load_without_failu
     let mut volume = KubeletVolume::new(&root.path().join(OLM_SERVING_CERTS_DIR));
     volume.publish(&old.cert_pem, &old.key_pem);
     // A long poll: only the directory watch can make the rotation quick.
-    let server = Server::start(Certs::Root(root.path()), &["--cert-poll-interval", "60s"]).await;
+    let server = OPERATOR
+        .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "60s"])
+        .await;
     server.wait_ready(Duration::from_secs(5)).await;
     let client = TlsClient::new(server.webhook, &ca.pem);
 
@@ -243,7 +248,7 @@ async fn a_kubelet_symlink_swap_rotates_the_certificate_under_load_without_failu
                         .lock()
                         .expect("lock")
                         .push(format!("status {}", answer.status)),
-                    Err(error) => failed.lock().expect("lock").push(error),
+                    Err(error) => failed.lock().expect("lock").push(error.to_string()),
                 }
             }
         }));
@@ -309,17 +314,19 @@ async fn a_mismatched_pair_is_refused_and_the_old_certificate_kept() {
     let root = TempDir::new().expect("tempdir");
     let ca = Ca::root();
     let old = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ServingCerts,
         &old.cert_pem,
         &old.key_pem,
     );
-    let server = Server::start(Certs::Root(root.path()), &["--cert-poll-interval", "100ms"]).await;
+    let server = OPERATOR
+        .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "100ms"])
+        .await;
     server.wait_ready(Duration::from_secs(5)).await;
 
     let other = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
+    cert_layout::write(
         root.path(),
         Layout::ServingCerts,
         &other.cert_pem,
@@ -359,7 +366,9 @@ async fn a_mismatched_pair_is_refused_and_the_old_certificate_kept() {
 #[tokio::test]
 async fn the_watch_goes_quiet_after_a_change_instead_of_reacting_to_its_own_reads() {
     let (root, _, _) = olm_root();
-    let server = Server::start(Certs::Root(root.path()), &["--cert-poll-interval", "60s"]).await;
+    let server = OPERATOR
+        .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "60s"])
+        .await;
     server.wait_ready(Duration::from_secs(5)).await;
     // A change in the watched directory makes the server read the certificate files once.
     std::fs::write(

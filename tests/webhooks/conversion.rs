@@ -4,8 +4,8 @@ use memcached_operator::api;
 use memcached_operator::webhook::WebhookKind;
 use memcached_operator::webhook::conversion::convert_object;
 use serde_json::{Value, json};
+use testkit::reviews::{self, conversion, path};
 
-use crate::reviews::{self, conversion, path};
 use crate::start_ready;
 
 fn v1alpha1() -> Value {
@@ -32,7 +32,7 @@ async fn v1alpha1_converts_to_v1beta1_and_back_unchanged() {
         .expect("an answer");
     assert_eq!(answer.status, 200);
     let response = &answer.json()["response"];
-    assert_eq!(response["uid"], "0f6b1a3c-7d7e-4b0a-8a55-2c9d4e6f7a81");
+    assert_eq!(response["uid"], reviews::CONVERSION_UID);
     assert_eq!(response["result"]["status"], "Success");
     let converted = response["convertedObjects"][0].clone();
     assert_eq!(converted["apiVersion"], beta.as_str());

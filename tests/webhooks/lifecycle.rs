@@ -6,21 +6,26 @@ use memcached_operator::webhook::WebhookKind;
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tempfile::TempDir;
+use testkit::cert_layout::olm_root;
+use testkit::client;
+use testkit::process::Certs;
+use testkit::reviews::{self, admission, conversion, memcached, path};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::client;
-use crate::process::{Certs, Server};
-use crate::reviews::{self, admission, conversion, memcached, path};
-use crate::{olm_root, start_ready};
+use crate::{OPERATOR, start_ready};
 
 #[tokio::test]
 async fn without_certificates_readyz_fails_and_healthz_passes() {
     let root = TempDir::new().expect("tempdir");
-    let server = Server::start(Certs::Root(root.path()), &[]).await;
-    let (status, body) = client::plain_get(server.probes, "/readyz").await;
+    let server = OPERATOR.webhooks(Certs::Root(root.path()), &[]).await;
+    let (status, body) = client::plain_get(server.probes, "/readyz")
+        .await
+        .expect("an answer from /readyz");
     assert_eq!(status, 503);
     assert!(String::from_utf8_lossy(&body).contains("certificate"));
-    let (status, _) = client::plain_get(server.probes, "/healthz").await;
+    let (status, _) = client::plain_get(server.probes, "/healthz")
+        .await
+        .expect("an answer from /healthz");
     assert_eq!(status, 200);
 }
 
@@ -28,7 +33,7 @@ async fn without_certificates_readyz_fails_and_healthz_passes() {
 async fn start_up_to_ready_is_quick() {
     let (root, _, _) = olm_root();
     let spawned = Instant::now();
-    let server = Server::start(Certs::Root(root.path()), &[]).await;
+    let server = OPERATOR.webhooks(Certs::Root(root.path()), &[]).await;
     server.wait_ready(Duration::from_secs(5)).await;
     let took = spawned.elapsed();
     println!("start-up: process spawned to /readyz 200 in {took:?}");
@@ -92,7 +97,7 @@ async fn metrics_expose_every_family_with_sane_values() {
         ),
         (
             WebhookKind::Conversion,
-            conversion("cache.f2367556.dev/v1beta1", std::slice::from_ref(&sparse)),
+            conversion(&reviews::v1beta1(), std::slice::from_ref(&sparse)),
         ),
     ] {
         let answer = running

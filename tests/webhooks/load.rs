@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use memcached_operator::webhook::WebhookKind;
 use serde_json::json;
+use testkit::reviews::{self, admission, memcached, path};
 
-use crate::reviews::{self, admission, memcached, path};
 use crate::start_ready;
 
 const CONCURRENCY: usize = 64;

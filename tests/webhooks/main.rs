@@ -3,22 +3,21 @@
 
 mod admission;
 mod certificates;
-mod client;
 mod conversion;
 mod lifecycle;
 mod load;
-mod pki;
-mod process;
 mod protocol;
-mod reviews;
 
 use std::time::Duration;
 
 use tempfile::TempDir;
+use testkit::cert_layout::olm_root;
+use testkit::client::TlsClient;
+use testkit::pki::{Ca, Leaf};
+use testkit::process::{Certs, OperatorBinary, Server};
 
-use crate::client::TlsClient;
-use crate::pki::{Ca, KeyForm, Layout, Leaf};
-use crate::process::{Certs, Server};
+/// The operator binary cargo built for these tests.
+pub const OPERATOR: OperatorBinary = OperatorBinary::new(env!("CARGO_BIN_EXE_memcached-operator"));
 
 /// A server serving a fresh certificate from an OLM-style root.
 pub struct Running {
@@ -34,24 +33,10 @@ pub struct Running {
     pub client: TlsClient,
 }
 
-/// A temporary OLM root with a fresh CA's serving certificate at OLM's first path.
-pub fn olm_root() -> (TempDir, Ca, Leaf) {
-    let root = TempDir::new().expect("a temporary OLM root");
-    let ca = Ca::root();
-    let leaf = ca.serving(KeyForm::EcPkcs8);
-    pki::write(
-        root.path(),
-        Layout::ServingCerts,
-        &leaf.cert_pem,
-        &leaf.key_pem,
-    );
-    (root, ca, leaf)
-}
-
 /// Starts a server with a valid certificate at OLM's first path and waits until it is ready.
 pub async fn start_ready(flags: &[&str]) -> Running {
     let (root, ca, leaf) = olm_root();
-    let server = Server::start(Certs::Root(root.path()), flags).await;
+    let server = OPERATOR.webhooks(Certs::Root(root.path()), flags).await;
     server.wait_ready(Duration::from_secs(5)).await;
     let client = TlsClient::new(server.webhook, &ca.pem);
     Running {

@@ -7,11 +7,11 @@ use bytes::Bytes;
 use hyper::Method;
 use memcached_operator::webhook::WebhookKind;
 use serde_json::{Value, json};
+use testkit::client::TlsClient;
+use testkit::reviews::{self, admission, conversion, memcached, path};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::client::TlsClient;
-use crate::reviews::{self, admission, conversion, memcached, path};
 use crate::start_ready;
 
 fn validate_body() -> Bytes {
@@ -102,8 +102,7 @@ async fn a_review_of_the_wrong_kind_or_version_is_a_400() {
     let object = memcached("sessions", json!({"replicas": 3}));
     let mut v1beta1_review = admission("CREATE", Some(&object), None);
     v1beta1_review["apiVersion"] = json!("admission.k8s.io/v1beta1");
-    let conversion_review =
-        conversion("cache.f2367556.dev/v1alpha1", std::slice::from_ref(&object));
+    let conversion_review = conversion(&reviews::v1alpha1(), std::slice::from_ref(&object));
     let admission_review = admission("CREATE", Some(&object), None);
     for (kind, review, expected) in [
         (

@@ -1,5 +1,8 @@
 //! Speaks TLS (HTTP/1.1 or HTTP/2) to the webhook listener and plain HTTP to the probe and
 //! metrics listeners, reporting which certificate the server presented.
+//!
+//! Every connection does a full handshake, so an answer always shows the certificate served
+//! at that moment; the client never pools or resumes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +18,34 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::pki;
+
+/// The name the client checks the server's certificate against (and sends as SNI).
+pub const SERVER_NAME: &str = "localhost";
+
+/// Why a request got no answer. Each message names the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The TCP connection or the TLS handshake failed.
+    #[error("TLS: {0}")]
+    Connect(std::io::Error),
+    /// The HTTP/1.1 or HTTP/2 handshake over the connection failed.
+    #[error("{protocol} handshake: {error}")]
+    Handshake {
+        /// `http/1.1` or `h2`.
+        protocol: &'static str,
+        /// What hyper said.
+        error: hyper::Error,
+    },
+    /// The request could not be built (a path that is not a URI).
+    #[error("cannot build the request: {0}")]
+    Build(http::Error),
+    /// The request was sent but no response came back.
+    #[error("request: {0}")]
+    Send(hyper::Error),
+    /// The response's body could not be read to its end.
+    #[error("body: {0}")]
+    Body(hyper::Error),
+}
 
 /// What the server answered, and over what.
 #[derive(Debug)]
@@ -33,6 +64,9 @@ pub struct Answer {
 
 impl Answer {
     /// The body as JSON.
+    ///
+    /// # Panics
+    /// If the body is not JSON; the message shows it.
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|error| {
             panic!(
@@ -57,26 +91,34 @@ pub struct TlsClient {
 
 impl TlsClient {
     /// Trusts `ca_pem`, offers `http/1.1` only.
+    ///
+    /// # Panics
+    /// As [`TlsClient::with_alpn`].
     pub fn new(address: SocketAddr, ca_pem: &str) -> TlsClient {
         TlsClient::with_alpn(address, ca_pem, &[b"http/1.1"])
     }
 
     /// Trusts `ca_pem`, offers `alpn` (nothing when empty).
+    ///
+    /// # Panics
+    /// If `ca_pem` holds a certificate rustls cannot read or use as a trust anchor.
     pub fn with_alpn(address: SocketAddr, ca_pem: &str, alpn: &[&[u8]]) -> TlsClient {
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            roots.add(cert.expect("a PEM CA")).expect("a usable CA");
+            let cert = cert.unwrap_or_else(|error| panic!("the CA is not PEM: {error}"));
+            roots
+                .add(cert)
+                .unwrap_or_else(|error| panic!("the CA is not a usable trust anchor: {error}"));
         }
         let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
-        .expect("TLS versions")
+        .unwrap_or_else(|error| panic!("ring offers no safe TLS version: {error}"))
         .with_root_certificates(roots)
         .with_no_client_auth();
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        // Every connection does a full handshake, so it shows the certificate served now (a
-        // resumed session carries no certificate; rustls would report the cached one).
+        // A resumed session carries no certificate (rustls would report the cached one).
         config.resumption = rustls::client::Resumption::disabled();
         TlsClient {
             connector: TlsConnector::from(Arc::new(config)),
@@ -86,19 +128,29 @@ impl TlsClient {
 
     /// Opens a TLS connection.
     pub async fn connect(&self) -> std::io::Result<TlsStream<TcpStream>> {
+        let name = ServerName::try_from(SERVER_NAME).map_err(|error| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{SERVER_NAME} is not a server name: {error}"),
+            )
+        })?;
         let tcp = TcpStream::connect(self.address).await?;
-        let name = ServerName::try_from("localhost").expect("a DNS name");
         self.connector.connect(name, tcp).await
     }
 
     /// POSTs `body` to `path` over a new HTTP/1.1 connection.
-    pub async fn post(&self, path: &str, body: impl Into<Bytes>) -> Result<Answer, String> {
+    pub async fn post(&self, path: &str, body: impl Into<Bytes>) -> Result<Answer, RequestError> {
         self.request(Method::POST, path, body.into()).await
     }
 
     /// Sends one request over a new connection, HTTP/2 when that was negotiated.
-    pub async fn request(&self, method: Method, path: &str, body: Bytes) -> Result<Answer, String> {
-        let tls = self.connect().await.map_err(|e| format!("TLS: {e}"))?;
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Answer, RequestError> {
+        let tls = self.connect().await.map_err(RequestError::Connect)?;
         let (_, connection) = tls.get_ref();
         let presented = connection.peer_certificates().unwrap_or_default();
         let serial = presented
@@ -109,31 +161,37 @@ impl TlsClient {
         let alpn = connection.alpn_protocol().map(<[u8]>::to_vec);
         let request = Request::builder()
             .method(method)
-            .uri(format!("https://localhost{path}"))
+            .uri(format!("https://{SERVER_NAME}{path}"))
             .header("content-type", "application/json")
             .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
+            .map_err(RequestError::Build)?;
         let response = if alpn.as_deref() == Some(b"h2") {
             let (mut sender, connection) =
                 hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
                     .await
-                    .map_err(|e| format!("h2 handshake: {e}"))?;
+                    .map_err(|error| RequestError::Handshake {
+                        protocol: "h2",
+                        error,
+                    })?;
             tokio::spawn(connection);
             sender.send_request(request).await
         } else {
             let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
                 .await
-                .map_err(|e| format!("http/1.1 handshake: {e}"))?;
+                .map_err(|error| RequestError::Handshake {
+                    protocol: "http/1.1",
+                    error,
+                })?;
             tokio::spawn(connection);
             sender.send_request(request).await
         }
-        .map_err(|e| format!("request: {e}"))?;
+        .map_err(RequestError::Send)?;
         let status = response.status().as_u16();
         let body = response
             .into_body()
             .collect()
             .await
-            .map_err(|e| format!("body: {e}"))?
+            .map_err(RequestError::Body)?
             .to_bytes();
         Ok(Answer {
             status,
@@ -144,49 +202,72 @@ impl TlsClient {
         })
     }
 
-    /// Speaks HTTP/2 with prior knowledge over TLS, whatever ALPN said.
-    pub async fn h2_prior_knowledge(&self, path: &str) -> Result<u16, String> {
-        let tls = self.connect().await.map_err(|e| format!("TLS: {e}"))?;
+    /// Speaks HTTP/2 with prior knowledge over TLS, whatever ALPN said; returns the status.
+    pub async fn h2_prior_knowledge(&self, path: &str) -> Result<u16, RequestError> {
+        let tls = self.connect().await.map_err(RequestError::Connect)?;
         let (mut sender, connection) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
                 .await
-                .map_err(|e| format!("h2 handshake: {e}"))?;
+                .map_err(|error| RequestError::Handshake {
+                    protocol: "h2",
+                    error,
+                })?;
         tokio::spawn(connection);
         let request = Request::builder()
             .method(Method::POST)
-            .uri(format!("https://localhost{path}"))
+            .uri(format!("https://{SERVER_NAME}{path}"))
             .body(Full::new(Bytes::from_static(b"{}")))
-            .map_err(|e| e.to_string())?;
+            .map_err(RequestError::Build)?;
         let response = sender
             .send_request(request)
             .await
-            .map_err(|e| format!("request: {e}"))?;
+            .map_err(RequestError::Send)?;
         Ok(response.status().as_u16())
+    }
+
+    /// Opens an HTTP/1.1 connection to send several requests over.
+    pub async fn keep_alive(&self) -> Result<KeepAlive, RequestError> {
+        let tls = self.connect().await.map_err(RequestError::Connect)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|error| RequestError::Handshake {
+                protocol: "http/1.1",
+                error,
+            })?;
+        tokio::spawn(connection);
+        Ok(KeepAlive { sender })
     }
 }
 
 /// `GET path` over plain HTTP/1.1; returns the status and body.
-pub async fn plain_get(address: SocketAddr, path: &str) -> (u16, Vec<u8>) {
-    let tcp = TcpStream::connect(address).await.expect("connect");
+pub async fn plain_get(address: SocketAddr, path: &str) -> Result<(u16, Bytes), RequestError> {
+    let tcp = TcpStream::connect(address)
+        .await
+        .map_err(RequestError::Connect)?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
-        .expect("http/1.1 handshake");
+        .map_err(|error| RequestError::Handshake {
+            protocol: "http/1.1",
+            error,
+        })?;
     tokio::spawn(connection);
     let request = Request::builder()
         .uri(path)
-        .header("host", "localhost")
+        .header("host", SERVER_NAME)
         .body(Full::new(Bytes::new()))
-        .expect("a request");
-    let response = sender.send_request(request).await.expect("a response");
+        .map_err(RequestError::Build)?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(RequestError::Send)?;
     let status = response.status().as_u16();
     let body = response
         .into_body()
         .collect()
         .await
-        .expect("a body")
-        .to_bytes()
-        .to_vec();
-    (status, body)
+        .map_err(RequestError::Body)?
+        .to_bytes();
+    Ok((status, body))
 }
 
 /// An HTTP/1.1 connection kept open across requests.
@@ -194,43 +275,28 @@ pub struct KeepAlive {
     sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
 }
 
-impl TlsClient {
-    /// Opens an HTTP/1.1 connection to send several requests over.
-    pub async fn keep_alive(&self) -> Result<KeepAlive, String> {
-        let tls = self.connect().await.map_err(|e| format!("TLS: {e}"))?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| format!("http/1.1 handshake: {e}"))?;
-        tokio::spawn(connection);
-        Ok(KeepAlive { sender })
-    }
-}
-
 impl KeepAlive {
     /// POSTs `body` to `path` on this connection; returns the status.
-    pub async fn post(&mut self, path: &str, body: Bytes) -> Result<u16, String> {
-        self.sender
-            .ready()
-            .await
-            .map_err(|e| format!("connection: {e}"))?;
+    pub async fn post(&mut self, path: &str, body: Bytes) -> Result<u16, RequestError> {
+        self.sender.ready().await.map_err(RequestError::Send)?;
         let request = Request::builder()
             .method(Method::POST)
             .uri(path)
-            .header("host", "localhost")
+            .header("host", SERVER_NAME)
             .header("content-type", "application/json")
             .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
+            .map_err(RequestError::Build)?;
         let response = self
             .sender
             .send_request(request)
             .await
-            .map_err(|e| format!("request: {e}"))?;
+            .map_err(RequestError::Send)?;
         let status = response.status().as_u16();
         response
             .into_body()
             .collect()
             .await
-            .map_err(|e| format!("body: {e}"))?;
+            .map_err(RequestError::Body)?;
         Ok(status)
     }
 }

@@ -1,0 +1,181 @@
+//! Starts and stops a local Kubernetes control plane (etcd, kube-apiserver,
+//! kube-controller-manager) through the project's own `hack/control-plane.sh`, in a temporary
+//! state directory of its own, and gives a kube client, the admin kubeconfig and the pinned
+//! kubectl for it.
+//!
+//! What a test installs into the control plane (the operator's CRD, its webhook wiring) is the
+//! test's business, not this module's. The script needs the tools in `.tools/bin` (it installs
+//! them when they are missing, which takes a long while), so tests that use this module are
+//! ignored by a plain `cargo test`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tempfile::TempDir;
+
+use crate::repository;
+
+/// The script that runs the control plane.
+const SCRIPT: &str = "control-plane.sh";
+
+/// Why the control plane, its client or kubectl could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlPlaneError {
+    /// The temporary state directory could not be made.
+    #[error("cannot make a state directory for the control plane: {0}")]
+    StateDir(std::io::Error),
+    /// A program could not be run at all.
+    #[error("cannot run {}: {error}", .program.display())]
+    Run {
+        /// The script or tool.
+        program: PathBuf,
+        /// What the system said.
+        error: std::io::Error,
+    },
+    /// `control-plane.sh start` failed; its standard error says why.
+    #[error("the local control plane did not start ({} start: {status}):\n{stderr}", .script.display())]
+    Start {
+        /// The script.
+        script: PathBuf,
+        /// How it exited.
+        status: ExitStatus,
+        /// What it wrote to standard error.
+        stderr: String,
+    },
+    /// The admin kubeconfig could not be read.
+    #[error("cannot read the control plane's kubeconfig {}: {error}", .path.display())]
+    Kubeconfig {
+        /// The kubeconfig.
+        path: PathBuf,
+        /// What kube said.
+        error: kube::config::KubeconfigError,
+    },
+    /// No kube client could be made from the kubeconfig.
+    #[error("cannot make a client for the control plane: {0}")]
+    Client(kube::Error),
+}
+
+/// What a kubectl run printed, and whether it succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubectlOutput {
+    /// Whether it exited 0.
+    pub success: bool,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
+}
+
+/// A control plane started by `hack/control-plane.sh` in its own state directory; stopped
+/// (every process it started) when dropped.
+pub struct ControlPlane {
+    state: TempDir,
+}
+
+impl ControlPlane {
+    /// Starts a control plane and waits until it is ready (the script's own deadline, 60 s
+    /// unless `CONTROL_PLANE_TIMEOUT` says otherwise). Blocks; from async code call it through
+    /// `spawn_blocking`.
+    pub fn start() -> Result<ControlPlane, ControlPlaneError> {
+        let state = tempfile::Builder::new()
+            .prefix("memcached-operator-control-plane.")
+            .tempdir()
+            .map_err(ControlPlaneError::StateDir)?;
+        let script = repository::hack(SCRIPT);
+        let output = Command::new(&script)
+            .arg("start")
+            .env("CONTROL_PLANE_DIR", state.path())
+            .output()
+            .map_err(|error| ControlPlaneError::Run {
+                program: script.clone(),
+                error,
+            })?;
+        // From here on, dropping the plane stops whatever part of it did start.
+        let plane = ControlPlane { state };
+        if !output.status.success() {
+            return Err(ControlPlaneError::Start {
+                script,
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            });
+        }
+        Ok(plane)
+    }
+
+    /// The state directory: kubeconfig, PKI, logs of each component (`logs/NAME.log`).
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// The admin kubeconfig (group `system:masters`).
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.state.path().join("kubeconfig")
+    }
+
+    /// A kube client with the admin kubeconfig.
+    pub async fn client(&self) -> Result<Client, ControlPlaneError> {
+        let path = self.kubeconfig();
+        let kubeconfig =
+            Kubeconfig::read_from(&path).map_err(|error| ControlPlaneError::Kubeconfig {
+                path: path.clone(),
+                error,
+            })?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|error| ControlPlaneError::Kubeconfig { path, error })?;
+        Client::try_from(config).map_err(ControlPlaneError::Client)
+    }
+
+    /// Runs the pinned kubectl (`.tools/bin/kubectl`, never one from `PATH`) with the admin
+    /// kubeconfig, `args` and, if given, `stdin`.
+    pub fn kubectl(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<KubectlOutput, ControlPlaneError> {
+        let kubectl = repository::tool("kubectl");
+        let failed = |error| ControlPlaneError::Run {
+            program: kubectl.clone(),
+            error,
+        };
+        let mut child = Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(failed)?;
+        // Taken, written and dropped here, so kubectl sees the end of its input.
+        if let Some(mut input) = child.stdin.take()
+            && let Some(text) = stdin
+        {
+            input.write_all(text.as_bytes()).map_err(failed)?;
+        }
+        let output = child.wait_with_output().map_err(failed)?;
+        Ok(KubectlOutput {
+            success: output.status.success(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let script = repository::hack(SCRIPT);
+        let stopped = Command::new(&script)
+            .arg("stop")
+            .env("CONTROL_PLANE_DIR", self.state.path())
+            .status();
+        match stopped {
+            Ok(status) if status.success() => {}
+            Ok(status) => eprintln!("{} stop: {status}", script.display()),
+            Err(error) => eprintln!("cannot run {} stop: {error}", script.display()),
+        }
+    }
+}

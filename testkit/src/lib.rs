@@ -1,0 +1,25 @@
+//! Gives the operator's tests, benchmarks, fuzz targets and examples what they share: a test
+//! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client, the
+//! operator as a child process, the review bodies the API server sends, and a local control
+//! plane.
+//!
+//! Nothing here runs in a cluster; the crate is never published. Each module does one job and
+//! takes the operator's own declarations (API group and versions, the webhook table, OLM's
+//! certificate paths) from `memcached-operator`, so a test never spells them a second time.
+//!
+//! Setting-up functions panic, naming the step and the file or address, when the machine
+//! cannot do what a test needs (a test cannot go on without its certificate or its server);
+//! functions whose failure a test observes (a request, a control plane's start) return
+//! errors instead.
+
+#![warn(missing_docs)]
+
+pub mod cert_layout;
+pub mod client;
+pub mod control_plane;
+pub mod pki;
+pub mod ports;
+pub mod process;
+pub mod procfs;
+pub mod repository;
+pub mod reviews;

@@ -1,0 +1,304 @@
+//! Runs the `memcached-operator` binary as a child process on loopback ports it picks itself,
+//! reads the addresses it logs, waits for readiness, and keeps its JSON log lines for tests to
+//! look at.
+//!
+//! The binary's path comes from the test crate that was built with it (cargo sets
+//! `CARGO_BIN_EXE_memcached-operator` only there), so each test crate names it once:
+//! `const OPERATOR: OperatorBinary = OperatorBinary::new(env!("CARGO_BIN_EXE_memcached-operator"));`
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+use crate::client;
+use crate::procfs;
+
+/// The image the operator defaults `spec.image` to when a test starts it
+/// (`RELATED_IMAGE_MEMCACHED`).
+pub const RELATED_IMAGE: &str = "registry.example/memcached:1.6.39";
+
+/// How long a started process may take to log the addresses of its listeners.
+const BIND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The log line the operator writes for each listener it has bound.
+const LISTENING: &str = "listening";
+
+/// The operator binary a test crate was built with.
+#[derive(Clone, Copy, Debug)]
+pub struct OperatorBinary {
+    path: &'static str,
+}
+
+/// Where a server looks for its certificate.
+#[derive(Clone, Copy, Debug)]
+pub enum Certs<'a> {
+    /// `--cert-root DIR`: OLM's mount paths under DIR.
+    Root(&'a Path),
+    /// `--cert-dir DIR`: `tls.crt` and `tls.key` in DIR.
+    Dir(&'a Path),
+}
+
+impl OperatorBinary {
+    /// The binary at `path`; pass `env!("CARGO_BIN_EXE_memcached-operator")`.
+    pub const fn new(path: &'static str) -> OperatorBinary {
+        OperatorBinary { path }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        Path::new(self.path)
+    }
+
+    /// Starts `webhooks` on 127.0.0.1 (every listener on a port of its choosing) with the
+    /// certificate source and further flags, and waits until its three listeners are bound
+    /// (not until it is ready).
+    ///
+    /// # Panics
+    /// As [`OperatorBinary::start`].
+    pub async fn webhooks(&self, certs: Certs<'_>, flags: &[&str]) -> Server {
+        let mut args: Vec<String> = [
+            "webhooks",
+            "--bind-address",
+            "127.0.0.1",
+            "--webhook-port",
+            "0",
+            "--probe-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        match certs {
+            Certs::Root(root) => args.extend(["--cert-root".into(), root.display().to_string()]),
+            Certs::Dir(dir) => args.extend(["--cert-dir".into(), dir.display().to_string()]),
+        };
+        args.extend(flags.iter().map(|f| f.to_string()));
+        self.start(&args, &[], &["webhooks", "probes", "metrics"])
+            .await
+    }
+
+    /// Starts the binary with `args` (a subcommand and its flags) and extra environment,
+    /// logging JSON at level info, and waits until the named listeners are bound.
+    ///
+    /// # Panics
+    /// If the binary cannot be started, or does not log every listener in `listeners` within
+    /// 10 s.
+    pub async fn start(&self, args: &[String], env: &[(&str, &str)], listeners: &[&str]) -> Server {
+        let mut command = Command::new(self.path);
+        command
+            .args(["--log-format", "json", "--log-level", "info"])
+            .args(args)
+            .env("RELATED_IMAGE_MEMCACHED", RELATED_IMAGE)
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", self.path));
+        let Some(stdout) = child.stdout.take() else {
+            panic!("{}: its stdout is not piped", self.path)
+        };
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (addresses_tx, mut addresses) = watch::channel(Vec::<(String, SocketAddr)>::new());
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                // A line that is not JSON is kept as a string, and fails the tests that look.
+                let entry = serde_json::from_str::<Value>(&line).unwrap_or(Value::String(line));
+                if entry["message"] == LISTENING {
+                    let server = entry["server"].as_str().unwrap_or_default().to_string();
+                    let address = entry["address"].as_str().and_then(|a| a.parse().ok());
+                    if let Some(address) = address {
+                        addresses_tx.send_modify(|found| found.push((server, address)));
+                    }
+                }
+                if let Ok(mut logs) = sink.lock() {
+                    logs.push(entry);
+                }
+            }
+        });
+        let bound = tokio::time::timeout(
+            BIND_TIMEOUT,
+            addresses.wait_for(|found| found.len() == listeners.len()),
+        )
+        .await;
+        let found = match bound {
+            Ok(Ok(found)) => found.clone(),
+            Ok(Err(_)) => panic!(
+                "{} exited before logging its listeners {listeners:?}",
+                self.path
+            ),
+            Err(_) => panic!(
+                "{} did not log its listeners {listeners:?} within {BIND_TIMEOUT:?}",
+                self.path
+            ),
+        };
+        let address = |name: &str| {
+            found
+                .iter()
+                .find(|(server, _)| server == name)
+                .map(|(_, address)| *address)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+        };
+        Server {
+            webhook: address("webhooks"),
+            probes: address("probes"),
+            metrics: address("metrics"),
+            child,
+            logs,
+        }
+    }
+}
+
+/// A running operator process. Killed when dropped.
+pub struct Server {
+    child: Child,
+    /// The TLS webhook listener (port 0 when the process serves no webhooks).
+    pub webhook: SocketAddr,
+    /// `/healthz` and `/readyz`.
+    pub probes: SocketAddr,
+    /// `/metrics`.
+    pub metrics: SocketAddr,
+    logs: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Server {
+    /// The process id.
+    ///
+    /// # Panics
+    /// If the process has been waited for.
+    pub fn pid(&self) -> u32 {
+        self.child
+            .id()
+            .unwrap_or_else(|| panic!("the server has exited and been waited for"))
+    }
+
+    /// Log lines so far whose message contains `text`.
+    pub fn logs_containing(&self, text: &str) -> Vec<Value> {
+        self.logs
+            .lock()
+            .map(|logs| {
+                logs.iter()
+                    .filter(|entry| {
+                        entry["message"]
+                            .as_str()
+                            .is_some_and(|message| message.contains(text))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The last `count` log lines, one JSON object a line.
+    pub fn last_logs(&self, count: usize) -> String {
+        let logs = self.logs.lock().map(|l| l.clone()).unwrap_or_default();
+        let skip = logs.len().saturating_sub(count);
+        logs[skip..]
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The status of `GET /readyz`.
+    ///
+    /// # Panics
+    /// If the probe listener does not answer.
+    pub async fn readyz(&self) -> u16 {
+        match client::plain_get(self.probes, "/readyz").await {
+            Ok((status, _)) => status,
+            Err(error) => panic!("GET /readyz on {}: {error}", self.probes),
+        }
+    }
+
+    /// Waits until `/readyz` answers 200, and returns how long that took.
+    ///
+    /// # Panics
+    /// If it does not within `within`; the message shows the last log lines.
+    pub async fn wait_ready(&self, within: Duration) -> Duration {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok((200, _)) = client::plain_get(self.probes, "/readyz").await {
+                return start.elapsed();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "not ready within {within:?}; its last log lines:\n{}",
+            self.last_logs(20)
+        );
+    }
+
+    /// The text of `GET /metrics`.
+    ///
+    /// # Panics
+    /// If the metrics listener does not answer 200 with UTF-8.
+    pub async fn metrics(&self) -> String {
+        let (status, body) = match client::plain_get(self.metrics, "/metrics").await {
+            Ok(answer) => answer,
+            Err(error) => panic!("GET /metrics on {}: {error}", self.metrics),
+        };
+        assert_eq!(status, 200, "GET /metrics on {}", self.metrics);
+        String::from_utf8(body.to_vec())
+            .unwrap_or_else(|error| panic!("/metrics is not UTF-8: {error}"))
+    }
+
+    /// The resident set size of the process, in KiB.
+    ///
+    /// # Panics
+    /// If `/proc` does not tell.
+    pub fn rss_kib(&self) -> u64 {
+        procfs::memory(self.pid())
+            .unwrap_or_else(|error| panic!("{error}"))
+            .rss_kib
+    }
+
+    /// The read system calls the process has made.
+    ///
+    /// # Panics
+    /// If `/proc` does not tell.
+    pub fn read_syscalls(&self) -> u64 {
+        procfs::read_syscalls(self.pid()).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// Sends SIGTERM.
+    ///
+    /// # Panics
+    /// If `kill` cannot be run or fails.
+    pub fn terminate(&self) {
+        let pid = self.pid();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap_or_else(|error| panic!("cannot run kill -TERM {pid}: {error}"));
+        assert!(status.success(), "kill -TERM {pid}: {status}");
+    }
+
+    /// Waits for the process to exit, and returns how it exited.
+    ///
+    /// # Panics
+    /// If it does not exit within `within`; the message shows its last log lines.
+    pub async fn exit_status(&mut self, within: Duration) -> ExitStatus {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(status)) => status,
+            Ok(Err(error)) => panic!("cannot wait for the server: {error}"),
+            Err(_) => panic!(
+                "the server did not exit within {within:?}; its last log lines:\n{}",
+                self.last_logs(20)
+            ),
+        }
+    }
+}
