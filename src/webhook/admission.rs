@@ -230,10 +230,9 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::webhook::captured::{
-        CONVERSION_REVIEW, CREATE_REVIEW, defaults, response_of, with_request,
-    };
+    use crate::webhook::captured::{defaults, response_of};
     use crate::webhook::{WebhookKind, answer};
+    use testkit::captured::{CONVERSION_REVIEW, CREATE_REVIEW, create_review_with as with_request};
 
     #[test]
     fn a_captured_create_review_decodes_into_a_memcached() {

@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod captured;
 pub mod cert_layout;
 pub mod client;
 pub mod control_plane;

@@ -7,9 +7,10 @@ use serde_json::json;
 use super::*;
 use crate::api::convert::to_v1alpha1;
 use crate::fixtures::beta_object;
-use crate::webhook::captured::{CONVERSION_REVIEW, defaults, response_of};
+use crate::webhook::captured::{defaults, response_of};
 use crate::webhook::response::Decision;
 use crate::webhook::{WebhookKind, answer};
+use testkit::captured::CONVERSION_REVIEW;
 
 fn wire<T: Serialize>(object: &T) -> Value {
     serde_json::to_value(object).expect("test objects serialise")

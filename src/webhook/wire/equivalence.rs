@@ -8,9 +8,10 @@ use super::{admission, conversion};
 use crate::api::DELETION_PROTECTION_ANNOTATION;
 use crate::api::convert::STASH_ANNOTATION;
 use crate::webhook::admission::{judge, mutate, validate};
-use crate::webhook::captured::{CONVERSION_REVIEW, CREATE_REVIEW, defaults, with_request};
+use crate::webhook::captured::defaults;
 use crate::webhook::response::Reply;
 use crate::webhook::{WebhookKind, answer};
+use testkit::captured::{CONVERSION_REVIEW, CREATE_REVIEW, create_review_with as with_request};
 
 /// Answers `body` the way the server did before the one-pass decoder: with kube's types.
 fn answer_strictly(kind: WebhookKind, body: &[u8]) -> Reply {
