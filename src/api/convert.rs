@@ -88,7 +88,7 @@ pub struct Down {
 }
 
 /// Converts a v1beta1 spec and status down to v1alpha1.
-pub fn down(spec: &v1beta1::MemcachedSpec, status: Option<&v1beta1::MemcachedStatus>) -> Down {
+fn down(spec: &v1beta1::MemcachedSpec, status: Option<&v1beta1::MemcachedStatus>) -> Down {
     down_owned(spec.clone(), status.cloned())
 }
 

@@ -31,6 +31,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ConversionObject<'a> {
     }
 }
 
+#[cfg(test)]
 impl ConversionObject<'_> {
     /// The object as a tree.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
