@@ -12,7 +12,7 @@ use memcached_operator::webhook::conversion::write_converted;
 use memcached_operator::webhook::wire::conversion::ConversionObject;
 use testkit::reviews;
 
-/// Converts the JSON of one object as the webhook does: read shallowly, converted, written.
+/// Converts the JSON of one object as the webhook does: read lazily, converted, written.
 fn convert_text(text: &str, desired: &str) -> Vec<u8> {
     let object: ConversionObject<'_> = serde_json::from_str(text).expect("an object");
     let mut out = Vec::with_capacity(text.len() + 1024);

@@ -3,7 +3,7 @@
 //! metadata, the scorecard configuration and `bundle.Dockerfile`.
 //!
 //! Building is pure: options in, objects and file contents out. Checking OLM's rules and
-//! writing are `olm::generate`'s job.
+//! writing are `generate`'s job.
 
 use std::collections::BTreeMap;
 

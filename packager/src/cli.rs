@@ -57,7 +57,7 @@ const VIOLATIONS: u8 = 1;
 const UNREADABLE: u8 = 2;
 
 /// Runs `generate`. `createdAt` comes from `SOURCE_DATE_EPOCH` when set, else from the
-/// release date in `olm::release::RELEASES`.
+/// release date in `release::RELEASES`.
 pub fn generate(args: &GenerateArgs) -> ExitCode {
     let mut options = Options::for_release();
     if let Some(image) = &args.image {

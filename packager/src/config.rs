@@ -6,7 +6,7 @@
 //! Every name and namespace is written out in full (no `namePrefix`), so the Service named in
 //! the webhook configurations, the CRD's conversion and the Certificate's DNS names is the
 //! Service that exists. The webhook configurations are shaped from `webhook::WEBHOOKS`, the
-//! roles from `rbac`, the Deployment from `olm::deployment`: nothing is spelled twice.
+//! roles from `rbac`, the Deployment from `deployment`: nothing is spelled twice.
 
 use std::collections::BTreeMap;
 

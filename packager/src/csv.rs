@@ -3,7 +3,7 @@
 //!
 //! Only what this project writes or checks is modelled; unknown fields are ignored when a CSV
 //! is read, so `check-bundle` can read any operator's bundle. Missing lists read as empty.
-//! Building the operator's own CSV is `olm::bundle`'s job; this module only says what a CSV
+//! Building the operator's own CSV is `bundle`'s job; this module only says what a CSV
 //! is.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,5 @@
-//! Tests of `validate`, beside it.
+//! Tests every validation rule against its message, and that the CRD's CEL rules refuse
+//! exactly what the webhook refuses.
 
 use std::collections::BTreeMap;
 

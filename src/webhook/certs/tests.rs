@@ -1,4 +1,5 @@
-//! Tests of `certs`, beside it.
+//! Tests the certificate lookup, loading and reloading: every key form, rotation by the
+//! `..data` swap, and files that are missing, mismatched or refused.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Tests of `conversion`, beside it.
+//! Tests the conversion webhook: the wire conversion equals the typed one, metadata passes
+//! byte for byte, and one bad object fails the whole review.
 
 use http::StatusCode;
 use proptest::prelude::*;

@@ -8,7 +8,6 @@
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer};
-use serde_json::Value;
 
 use super::lazy::{Expand, Lazy};
 use super::{
@@ -34,7 +33,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ConversionObject<'a> {
 #[cfg(test)]
 impl ConversionObject<'_> {
     /// The object as a tree.
-    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+    pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
         self.0.to_value()
     }
 }
