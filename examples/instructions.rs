@@ -1,4 +1,4 @@
-//! Answers one of the benchmarks' review bodies with `review::answer`, for counting the
+//! Answers one of the benchmarks' review bodies with `webhook::answer`, for counting the
 //! instructions a request costs under callgrind, which is steady where wall-clock timings on
 //! a shared machine are not:
 //!
