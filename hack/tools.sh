@@ -6,7 +6,8 @@
 #        hack/tools.sh --help
 #
 # Tools:
-#   kube          kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes)
+#   kube          kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+#                 (k8s.io/kubernetes)
 #   etcd          etcd server (go.etcd.io/etcd/server/v3)
 #   olm           OLM v0's olm and catalog operators (github.com/operator-framework/
 #                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
@@ -60,7 +61,7 @@ CARGO_DENY_VERSION=0.20.2
 # Binaries a tool puts in .tools/bin.
 binaries_of() {
   case "$1" in
-    kube) echo kube-apiserver kube-controller-manager kubectl ;;
+    kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
     olm) echo olm catalog ;;
     *) echo "$1" ;;
   esac
@@ -158,11 +159,12 @@ build_kube() {
       -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z"
     )
   done
-  log "building kube-apiserver, kube-controller-manager, kubectl $v (several minutes on a cold cache)..."
-  # One invocation, so the packages the three commands share are compiled once.
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $v (several minutes on a cold cache)..."
+  # One invocation, so the packages the four commands share are compiled once.
   go_build kube -ldflags "${ldflags[*]}" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubectl
 }
 
