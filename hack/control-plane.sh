@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Runs a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) on
-# loopback, for the operator's tests and `make run`. There is no kubelet: pods are created
-# but never run.
+# Runs the control plane of a one-node Kubernetes cluster on loopback (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler), for the operator's tests, `make run` and OLM
+# (hack/olm.sh). There is no kubelet and no node here: pods are created, and scheduled once
+# something registers a Node, but nothing runs them.
+#
+# Everything listens on 127.0.0.0/8 only, Services included: the service range is the
+# loopback 127.0.96.0/24 (the `kubernetes` Service is 127.0.96.1), so whatever listens on
+# ClusterIP:PORT on this machine serves a Service without any proxy.
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
@@ -13,9 +18,10 @@
 #   kubeconfig                     admin kubeconfig (client certificate, group system:masters)
 #   apiserver-url                  https://127.0.0.1:PORT
 #   pki/ca.crt                     the CA that signs every certificate here
-#   pki/                           also apiserver, admin and controller-manager certificates
-#                                  and the service-account key pair (fresh on every start)
-#   kube-controller-manager.kubeconfig
+#   pki/                           also apiserver, admin, controller-manager and scheduler
+#                                  certificates and the service-account key pair (fresh on
+#                                  every start)
+#   kube-controller-manager.kubeconfig, kube-scheduler.kubeconfig
 #   logs/COMPONENT.log             kept after stop, for post-mortems
 #   run/COMPONENT.pid, run/etcd-data-dir
 # etcd keeps its data in a `mktemp -d` directory that stop removes.
@@ -33,14 +39,18 @@ RUN="$STATE/run"
 LOGS="$STATE/logs"
 KUBECONFIG_FILE="$STATE/kubeconfig"
 KCM_KUBECONFIG="$STATE/kube-controller-manager.kubeconfig"
+SCHEDULER_KUBECONFIG="$STATE/kube-scheduler.kubeconfig"
 TIMEOUT="${CONTROL_PLANE_TIMEOUT:-60}"
-COMPONENTS=(etcd kube-apiserver kube-controller-manager)
-SERVICE_CIDR=10.0.0.0/24
-SERVICE_IP=10.0.0.1 # first address of SERVICE_CIDR: the `kubernetes` Service
-# The controllers tests rely on (names as kube-controller-manager 1.35 spells them):
-# pods of StatefulSets, cascading deletion, namespace deletion, and the `default`
-# ServiceAccount (plus its kube-root-ca.crt ConfigMap) that ServiceAccount admission wants.
-CONTROLLERS=garbage-collector-controller,statefulset-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+# A loopback service range: every ClusterIP is an address of this machine.
+SERVICE_CIDR=127.0.96.0/24
+SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
+# The controllers a one-node cluster needs (names as kube-controller-manager 1.35 spells
+# them): the pods of StatefulSets, Deployments (through ReplicaSets) and Jobs (OLM unpacks
+# bundles with Jobs); Endpoints and EndpointSlices of Services; cascading deletion;
+# namespace deletion; and the `default` ServiceAccount (plus its kube-root-ca.crt ConfigMap)
+# that ServiceAccount admission wants, with the tokens of ServiceAccount token Secrets.
+CONTROLLERS=garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,job-controller,endpoints-controller,endpointslice-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { printf 'control-plane: error: %s\n' "$*" >&2; exit 1; }
@@ -149,6 +159,9 @@ EOF
   # pods of a StatefulSet: so it is also in system:masters.
   sign kube-controller-manager "/O=system:masters/CN=system:kube-controller-manager" \
     keyUsage=critical,digitalSignature extendedKeyUsage=clientAuth
+  # The scheduler needs no more than the roles RBAC bootstraps for this user.
+  sign kube-scheduler "/CN=system:kube-scheduler" keyUsage=critical,digitalSignature \
+    extendedKeyUsage=clientAuth
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/service-account.key"
   openssl pkey -in "$PKI/service-account.key" -pubout -out "$PKI/service-account.pub"
 }
@@ -292,6 +305,7 @@ start() {
 
   write_kubeconfig "$KUBECONFIG_FILE" "$url" admin
   write_kubeconfig "$KCM_KUBECONFIG" "$url" kube-controller-manager
+  write_kubeconfig "$SCHEDULER_KUBECONFIG" "$url" kube-scheduler
   echo "$url" >"$STATE/apiserver-url"
 
   WAITING_ON=kube-apiserver wait_for "kube-apiserver /readyz at $url" is_ready
@@ -303,6 +317,12 @@ start() {
     --use-service-account-credentials=false \
     --service-account-private-key-file="$PKI/service-account.key" \
     --root-ca-file="$PKI/ca.crt" \
+    --secure-port=0
+
+  # --secure-port=0: no health or metrics server, so nothing listens beyond the API server.
+  launch kube-scheduler \
+    --kubeconfig="$SCHEDULER_KUBECONFIG" \
+    --leader-elect=false \
     --secure-port=0
 
   WAITING_ON=kube-controller-manager wait_for "the default ServiceAccount in namespace default" \
@@ -350,7 +370,7 @@ stop() {
     fi
   fi
   rm -rf "$RUN" "$PKI" "$STATE/kubectl-cache"
-  rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$STATE/apiserver-url"
+  rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url"
   if ((${#stopped[@]})); then
     log "stopped ${stopped[*]}"
   else
