@@ -55,45 +55,11 @@ CONTROLLERS=garbage-collector-controller,statefulset-controller,deployment-contr
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { printf 'control-plane: error: %s\n' "$*" >&2; exit 1; }
 
+# shellcheck source=hack/lib/daemons.sh
+source "$ROOT/hack/lib/daemons.sh"
+
 # kubectl from .tools, never one from PATH, with its discovery cache kept in the state dir.
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
-
-# runs_binary PID BINARY: whether process PID runs the program file BINARY, however either
-# path is spelled. The kernel gives /proc/PID/exe fully resolved, while BINARY may pass
-# through symbolic links (.tools itself is often one, to a shared tool cache), so both sides
-# are resolved before they are compared; the same file reached another way (a bind mount, a
-# hard link) matches by device and inode.
-runs_binary() {
-  local pid="$1" binary="$2" exe want
-  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
-  want="$(readlink -f -- "$binary" 2>/dev/null)" || return 1
-  # " (deleted)": the binary was rebuilt or reinstalled while it ran; the path still says
-  # which program it was.
-  [[ "$exe" == "$want" || "$exe" == "$want (deleted)" ]] && return 0
-  [[ -e "$binary" ]] || return 1
-  [[ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" == "$(stat -L -c %d:%i -- "$binary")" ]]
-}
-
-# pid_of COMPONENT: the pid of the running COMPONENT started by this script, or nothing.
-# The pid must still run our binary (guards against a recycled pid) and not be a zombie.
-pid_of() {
-  local pidfile="$RUN/$1.pid" pid
-  [[ -f "$pidfile" ]] || return 0
-  pid="$(<"$pidfile")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  runs_binary "$pid" "$BIN/$1" || return 0
-  [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 0
-  echo "$pid"
-}
-
-# group_alive PGID: whether any live (non-zombie) process remains in process group PGID.
-group_alive() {
-  local p
-  for p in $(pgrep -g "$1" 2>/dev/null); do
-    [[ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" == Z ]] || return 0
-  done
-  return 1
-}
 
 # free_ports N: N distinct loopback TCP ports that are free right now.
 free_ports() {
@@ -106,17 +72,6 @@ for _ in range(int(sys.argv[1])):
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
-}
-
-tail_log() {
-  local file="$LOGS/$1.log"
-  if [[ -s "$file" ]]; then
-    printf -- '--- last 20 lines of %s ---\n' "$file" >&2
-    tail -n 20 "$file" >&2
-    printf -- '---\n' >&2
-  else
-    printf '(%s is empty)\n' "$file" >&2
-  fi
 }
 
 # ---------------------------------------------------------------------------------------
@@ -195,45 +150,6 @@ EOF
 
 # ---------------------------------------------------------------------------------------
 
-# launch COMPONENT ARGS...: runs .tools/bin/COMPONENT in a session (and process group) of
-# its own, detached from the caller's terminal and pipes, and records its pid.
-launch() {
-  local name="$1"
-  shift
-  # 8>&-: the daemon must not hold the state lock (see the end of this file).
-  setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 8>&- &
-  echo "$!" >"$RUN/$name.pid"
-}
-
-# check_alive: fails, naming the component and showing its log, if one has died.
-check_alive() {
-  local name
-  for name in "${COMPONENTS[@]}"; do
-    [[ -f "$RUN/$name.pid" ]] || continue
-    if [[ -z "$(pid_of "$name")" ]]; then
-      log "$name exited during start (log: $LOGS/$name.log)"
-      tail_log "$name"
-      return 1
-    fi
-  done
-}
-
-# wait_for WHAT COMMAND...: polls COMMAND until it succeeds, a component dies, or the
-# start deadline passes.
-wait_for() {
-  local what="$1"
-  shift
-  until "$@" >/dev/null 2>&1; do
-    check_alive || return 1
-    if ((SECONDS >= DEADLINE)); then
-      log "timed out after ${TIMEOUT}s waiting for $what"
-      tail_log "${WAITING_ON:-kube-apiserver}"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
 is_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
 
 start() {
@@ -246,7 +162,7 @@ start() {
     log "already running: kube-apiserver $(<"$STATE/apiserver-url")"
     SECONDS=0
     DEADLINE=$TIMEOUT
-    wait_for "kube-apiserver /readyz" is_ready
+    WAITING_ON=kube-apiserver wait_for "kube-apiserver /readyz" is_ready
     print_env
     return 0
   fi
@@ -335,26 +251,6 @@ start() {
   print_env
 }
 
-# stop_component NAME: TERM its process group, wait up to 15 s, then KILL.
-stop_component() {
-  local name="$1" pid i
-  pid="$(pid_of "$name")"
-  rm -f "$RUN/$name.pid"
-  [[ -n "$pid" ]] || return 1
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 150; i++)); do
-    group_alive "$pid" || return 0
-    sleep 0.1
-  done
-  log "$name (pid $pid) did not exit after SIGTERM; sending SIGKILL"
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    group_alive "$pid" || return 0
-    sleep 0.1
-  done
-  die "$name (pid $pid) survived SIGKILL"
-}
-
 stop() {
   local stopped=() name i data_dir
   # Reverse order: clients first, etcd last.
@@ -408,20 +304,12 @@ print_env() { printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"; }
 
 # start and stop hold a lock on the state directory, so that concurrent callers (say, two
 # test binaries) take turns: the second start finds the control plane running.
-lock_state() {
-  mkdir -p "$STATE"
-  exec 8>"$STATE/.lock"
-  if ! flock -n 8; then
-    log "waiting for another hack/control-plane.sh start/stop to finish..."
-    flock 8
-  fi
-}
-
+#
 # The whole dispatch is one compound command ending in exit, so that bash never reads
 # this file past it (safe against the file changing while a start runs).
 case "${1:-}" in
-  start) lock_state && start ;;
-  stop) lock_state && stop ;;
+  start) lock_state "$STATE/.lock" && start ;;
+  stop) lock_state "$STATE/.lock" && stop ;;
   status) status ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
