@@ -10,7 +10,8 @@
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
-#        hack/control-plane.sh stop     stop every process it started, remove its files
+#        hack/control-plane.sh stop     stop every process it started (and OLM, if
+#                                       hack/olm.sh runs it here), remove its files
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
@@ -253,6 +254,10 @@ start() {
 
 stop() {
   local stopped=() name i data_dir
+  # OLM (hack/olm.sh) is a client of this control plane: it goes first.
+  if [[ -d "$STATE/olm/run" ]]; then
+    "$ROOT/hack/olm.sh" stop || log "could not stop OLM; stopping the control plane anyway"
+  fi
   # Reverse order: clients first, etcd last.
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
     name="${COMPONENTS[i]}"

@@ -1,5 +1,5 @@
-# Starts, recognises, waits for and stops the background processes of hack/control-plane.sh.
-# Sourced, never run.
+# Starts, recognises, waits for and stops the background processes of hack/control-plane.sh
+# and hack/olm.sh. Sourced, never run.
 #
 # A daemon is a program from .tools/bin run in a session of its own, with its pid in
 # RUN/NAME.pid and its output in LOGS/NAME.log. A pid file is trusted only while its process
