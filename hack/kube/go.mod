@@ -1,6 +1,6 @@
-// Wrapper module that builds kube-apiserver, kube-controller-manager and kubectl from
-// k8s.io/kubernetes at one pinned release (hack/tools.sh reads the version from the
-// require line below and stamps it into the binaries).
+// Wrapper module that builds kube-apiserver, kube-controller-manager, kube-scheduler and
+// kubectl from k8s.io/kubernetes at one pinned release (hack/tools.sh reads the version from
+// the require line below and stamps it into the binaries).
 //
 // k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
 // ./staging/..., which only works inside its own repository, and `go install pkg@version`

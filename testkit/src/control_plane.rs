@@ -1,7 +1,7 @@
 //! Starts and stops a local Kubernetes control plane (etcd, kube-apiserver,
-//! kube-controller-manager) through the project's own `hack/control-plane.sh`, in a temporary
-//! state directory of its own, and gives a kube client, the admin kubeconfig and the pinned
-//! kubectl for it.
+//! kube-controller-manager, kube-scheduler) through the project's own
+//! `hack/control-plane.sh`, in a temporary state directory of its own, and gives a kube
+//! client, the admin kubeconfig and the pinned kubectl for it.
 //!
 //! What a test installs into the control plane (the operator's CRD, its webhook wiring) is the
 //! test's business, not this module's. The script needs the tools in `.tools/bin` (it installs

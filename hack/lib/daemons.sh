@@ -1,0 +1,130 @@
+# Starts, recognises, waits for and stops the background processes of hack/control-plane.sh
+# and hack/olm.sh. Sourced, never run.
+#
+# A daemon is a program from .tools/bin run in a session of its own, with its pid in
+# RUN/NAME.pid and its output in LOGS/NAME.log. A pid file is trusted only while its process
+# still runs that program, so a recycled pid is never signalled, and stopping a daemon stops
+# its whole process group and nothing else.
+#
+# The sourcing script sets BIN, RUN, LOGS and COMPONENTS (its daemons, in start order) and
+# defines log; wait_for also reads DEADLINE and TIMEOUT, and WAITING_ON when it is set.
+
+# runs_binary PID BINARY: whether process PID runs the program file BINARY, however either
+# path is spelled. The kernel gives /proc/PID/exe fully resolved, while BINARY may pass
+# through symbolic links (.tools itself is often one, to a shared tool cache), so both sides
+# are resolved before they are compared; the same file reached another way (a bind mount, a
+# hard link) matches by device and inode.
+runs_binary() {
+  local pid="$1" binary="$2" exe want
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  want="$(readlink -f -- "$binary" 2>/dev/null)" || return 1
+  # " (deleted)": the binary was rebuilt or reinstalled while it ran; the path still says
+  # which program it was.
+  [[ "$exe" == "$want" || "$exe" == "$want (deleted)" ]] && return 0
+  [[ -e "$binary" ]] || return 1
+  [[ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" == "$(stat -L -c %d:%i -- "$binary")" ]]
+}
+
+# pid_of NAME: the pid of the running daemon NAME started by the sourcing script, or nothing.
+# The pid must still run our binary (guards against a recycled pid) and not be a zombie.
+pid_of() {
+  local pidfile="$RUN/$1.pid" pid
+  [[ -f "$pidfile" ]] || return 0
+  pid="$(<"$pidfile")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  runs_binary "$pid" "$BIN/$1" || return 0
+  [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 0
+  echo "$pid"
+}
+
+# group_alive PGID: whether any live (non-zombie) process remains in process group PGID.
+group_alive() {
+  local p
+  for p in $(pgrep -g "$1" 2>/dev/null); do
+    [[ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" == Z ]] || return 0
+  done
+  return 1
+}
+
+tail_log() {
+  local file="$LOGS/$1.log"
+  if [[ -s "$file" ]]; then
+    printf -- '--- last 20 lines of %s ---\n' "$file" >&2
+    tail -n 20 "$file" >&2
+    printf -- '---\n' >&2
+  else
+    printf '(%s is empty)\n' "$file" >&2
+  fi
+}
+
+# launch NAME ARGS...: runs .tools/bin/NAME in a session (and process group) of its own,
+# detached from the caller's terminal and pipes, and records its pid. The environment is the
+# caller's: `VAR=value launch ...` passes VAR to the daemon.
+launch() {
+  local name="$1"
+  shift
+  # 8>&- 9>&-: the daemon must not hold the scripts' state locks.
+  setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 8>&- 9>&- &
+  echo "$!" >"$RUN/$name.pid"
+}
+
+# check_alive: fails, naming the daemon and showing its log, if one that was started has died.
+check_alive() {
+  local name
+  for name in "${COMPONENTS[@]}"; do
+    [[ -f "$RUN/$name.pid" ]] || continue
+    if [[ -z "$(pid_of "$name")" ]]; then
+      log "$name exited during start (log: $LOGS/$name.log)"
+      tail_log "$name"
+      return 1
+    fi
+  done
+}
+
+# wait_for WHAT COMMAND...: polls COMMAND until it succeeds, a daemon dies, or the start
+# deadline (DEADLINE, in bash SECONDS) passes; then shows the log of WAITING_ON.
+wait_for() {
+  local what="$1"
+  shift
+  until "$@" >/dev/null 2>&1; do
+    check_alive || return 1
+    if ((SECONDS >= DEADLINE)); then
+      log "timed out after ${TIMEOUT}s waiting for $what"
+      [[ -z "${WAITING_ON:-}" ]] || tail_log "$WAITING_ON"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# stop_component NAME: TERM its process group, wait up to 15 s, then KILL. Fails when NAME
+# was not running.
+stop_component() {
+  local name="$1" pid i
+  pid="$(pid_of "$name")"
+  rm -f "$RUN/$name.pid"
+  [[ -n "$pid" ]] || return 1
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 150; i++)); do
+    group_alive "$pid" || return 0
+    sleep 0.1
+  done
+  log "$name (pid $pid) did not exit after SIGTERM; sending SIGKILL"
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    group_alive "$pid" || return 0
+    sleep 0.1
+  done
+  die "$name (pid $pid) survived SIGKILL"
+}
+
+# lock_state FILE: holds an exclusive lock on FILE (on descriptor 8) until the script exits,
+# waiting for whoever holds it.
+lock_state() {
+  mkdir -p "$(dirname -- "$1")"
+  exec 8>"$1"
+  if ! flock -n 8; then
+    log "waiting for another ${0##*/} start/stop to finish..."
+    flock 8
+  fi
+}

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# Runs OLM v0 (the olm and catalog operators that `hack/tools.sh olm` builds) on the local
+# control plane of hack/control-plane.sh, as two background processes on this machine.
+#
+# Usage: hack/olm.sh start    install OLM's CRDs (server-side apply), the namespaces olm and
+#                             operators and the OLMConfig `cluster`, then start olm and
+#                             catalog and wait until both are healthy; exits 0 if OLM
+#                             already runs. The control plane must be running.
+#        hack/olm.sh stop     stop the processes start started (hack/control-plane.sh stop
+#                             does this too); what start installed stays in the cluster
+#        hack/olm.sh status   say what runs; exit 0 when both run, else 1
+#
+# This is OLM as its release manifests install it, less the packageserver (the
+# packages.operators.coreos.com API), the global-operators OperatorGroup and the community
+# catalog: subscribing takes a CatalogSource and an OperatorGroup of your own. Both
+# processes use the control plane's admin kubeconfig, and the namespace olm.
+#
+# OLM's health and metrics ports are fixed in its code, on every address: olm serves plain
+# HTTP on *:8080, and catalog, given a certificate signed by the control plane's CA, serves
+# HTTPS on *:8443. So one OLM runs on a machine at a time: start refuses to run when either
+# port is taken.
+#
+# Nothing here runs pods. What OLM creates for a subscription (the Job that unpacks a bundle,
+# the operator's Deployment) is scheduled but runs only when something plays the node.
+#
+# Files (under the control plane's state directory, .local/ at the repository root):
+#   logs/olm.log, logs/catalog.log   kept after stop, for post-mortems
+#   olm/run/NAME.pid                 the two processes
+#   olm/pki/catalog.{crt,key}        catalog's serving certificate (127.0.0.1, localhost)
+#
+# Environment:
+#   CONTROL_PLANE_DIR  the control plane's state directory (default: .local at the root)
+#   OLM_OPM_IMAGE      the image catalog names in bundle-unpack Jobs for `opm alpha bundle
+#                      extract` (default: operator-registry's image at the opm pin)
+#   OLM_UTIL_IMAGE     the image with OLM's `cpb` utility, for the same Jobs (default: OLM's
+#                      image at the olm pin)
+#   OLM_TIMEOUT        seconds start waits for readiness (default 60)
+set -euo pipefail
+
+ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
+BIN="$ROOT/.tools/bin"
+CRDS="$ROOT/.tools/olm/crds"
+STATE="${CONTROL_PLANE_DIR:-$ROOT/.local}"
+OLM_STATE="$STATE/olm"
+RUN="$OLM_STATE/run"
+PKI="$OLM_STATE/pki"
+LOGS="$STATE/logs"
+KUBECONFIG_FILE="$STATE/kubeconfig"
+TIMEOUT="${OLM_TIMEOUT:-60}"
+COMPONENTS=(olm catalog)
+NAMESPACE=olm
+# The ports OLM's health servers bind (pkg/lib/server: ":8080", or ":8443" with TLS).
+OLM_HEALTH_PORT=8080
+CATALOG_HEALTH_PORT=8443
+
+log() { printf 'olm: %s\n' "$*" >&2; }
+die() { printf 'olm: error: %s\n' "$*" >&2; exit 1; }
+
+# shellcheck source=hack/lib/daemons.sh
+source "$ROOT/hack/lib/daemons.sh"
+
+kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
+
+# pin TOOL: the version hack/tools.sh pins TOOL at.
+pin() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t { print $2 }'; }
+
+# port_owner PORT: "NAME pid PID" of the process listening on TCP PORT, on any address.
+port_owner() {
+  ss -Hltnp "sport = :$1" 2>/dev/null |
+    sed -n 's/.*users:(("\([^"]*\)",pid=\([0-9]*\),.*/\1 pid \2/p' | head -n 1
+}
+
+# healthy NAME PORT CURL-ARGS...: whether daemon NAME itself listens on PORT and its
+# /healthz answers.
+healthy() {
+  local name="$1" port="$2" pid
+  shift 2
+  pid="$(pid_of "$name")"
+  [[ -n "$pid" && "$(port_owner "$port")" == *" pid $pid" ]] || return 1
+  curl -fsS -o /dev/null --max-time 2 "$@"
+}
+
+olm_healthy() { healthy olm "$OLM_HEALTH_PORT" "http://127.0.0.1:$OLM_HEALTH_PORT/healthz"; }
+catalog_healthy() {
+  healthy catalog "$CATALOG_HEALTH_PORT" --cacert "$STATE/pki/ca.crt" \
+    "https://127.0.0.1:$CATALOG_HEALTH_PORT/healthz"
+}
+
+control_plane_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
+
+# sign_catalog_certificate: catalog's serving certificate, signed by the control plane's CA.
+sign_catalog_certificate() {
+  rm -rf "$PKI"
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/catalog.key"
+  printf '%s\n' basicConstraints=critical,CA:FALSE keyUsage=critical,digitalSignature \
+    extendedKeyUsage=serverAuth subjectAltName=IP:127.0.0.1,DNS:localhost >"$PKI/catalog.ext"
+  openssl req -new -key "$PKI/catalog.key" -subj "/CN=catalog-operator" |
+    openssl x509 -req -CA "$STATE/pki/ca.crt" -CAkey "$STATE/pki/ca.key" \
+      -set_serial "0x$(openssl rand -hex 16)" -days 365 -extfile "$PKI/catalog.ext" \
+      -out "$PKI/catalog.crt" 2>/dev/null
+  rm -f "$PKI/catalog.ext"
+}
+
+# install_objects: OLM's CRDs, established, then its namespaces and the OLMConfig.
+install_objects() {
+  local crd count
+  count="$(find "$CRDS" -name '*.yaml' | wc -l)"
+  log "applying OLM's $count CRDs from $CRDS"
+  kubectl apply --server-side --field-manager=hack-olm -f "$CRDS" >/dev/null
+  for crd in "$CRDS"/*.yaml; do
+    wait_for "CRD $(basename "$crd") to be Established" \
+      kubectl wait --for=condition=Established --timeout=1s -f "$crd"
+  done
+  kubectl apply --server-side --field-manager=hack-olm -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $NAMESPACE
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: operators
+---
+apiVersion: operators.coreos.com/v1
+kind: OLMConfig
+metadata:
+  name: cluster
+EOF
+}
+
+start() {
+  local name running=() owner port t0=$EPOCHREALTIME
+  for name in "${COMPONENTS[@]}"; do
+    [[ -z "$(pid_of "$name")" ]] || running+=("$name")
+  done
+  SECONDS=0
+  DEADLINE=$TIMEOUT
+  if ((${#running[@]} == ${#COMPONENTS[@]})); then
+    log "already running"
+    WAITING_ON=olm wait_for "olm /healthz" olm_healthy
+    WAITING_ON=catalog wait_for "catalog /healthz" catalog_healthy
+    return 0
+  fi
+  if ((${#running[@]})) || [[ -d "$RUN" ]]; then
+    log "cleaning up a partial or stale OLM first"
+    stop >/dev/null
+  fi
+
+  control_plane_ready ||
+    die "the local control plane in $STATE is not running: start it with hack/control-plane.sh start"
+  "$ROOT/hack/tools.sh" olm
+  command -v curl >/dev/null || die "curl is not installed (needed to check OLM's health)"
+  for port in "$OLM_HEALTH_PORT" "$CATALOG_HEALTH_PORT"; do
+    owner="$(port_owner "$port")"
+    [[ -z "$owner" && -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]] ||
+      die "port $port is taken (${owner:-by a process this user cannot see}): OLM serves its health there; is another OLM running?"
+  done
+  local opm_image util_image
+  opm_image="${OLM_OPM_IMAGE:-quay.io/operator-framework/opm:$(pin opm)}"
+  util_image="${OLM_UTIL_IMAGE:-quay.io/operator-framework/olm:$(pin olm)}"
+
+  mkdir -p "$RUN" "$LOGS"
+  # From here on a failure (set -e exits) stops whatever did start.
+  trap 'log "start failed; stopping what was started"; stop >/dev/null 2>&1 || true' EXIT
+  install_objects
+  sign_catalog_certificate
+
+  # olm reads its kubeconfig from KUBECONFIG only; OPERATOR_NAMESPACE and OPERATOR_NAME are
+  # what its Deployment sets.
+  KUBECONFIG="$KUBECONFIG_FILE" OPERATOR_NAMESPACE="$NAMESPACE" OPERATOR_NAME=olm-operator \
+    launch olm --namespace "$NAMESPACE"
+  launch catalog \
+    --kubeconfig "$KUBECONFIG_FILE" \
+    --namespace "$NAMESPACE" \
+    --opmImage "$opm_image" \
+    --util-image "$util_image" \
+    --set-workload-user-id=false \
+    --tls-cert "$PKI/catalog.crt" \
+    --tls-key "$PKI/catalog.key"
+
+  WAITING_ON=olm wait_for "olm /healthz on port $OLM_HEALTH_PORT" olm_healthy
+  WAITING_ON=catalog wait_for "catalog /healthz on port $CATALOG_HEALTH_PORT" catalog_healthy
+  trap - EXIT
+
+  local elapsed
+  elapsed="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+  log "ready in ${elapsed}s: olm and catalog in namespace $NAMESPACE, logs in $LOGS"
+  log "bundle-unpack images: opm $opm_image, util $util_image"
+}
+
+stop() {
+  local stopped=() i
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
+    if stop_component "${COMPONENTS[i]}"; then stopped+=("${COMPONENTS[i]}"); fi
+  done
+  rm -rf "$RUN" "$PKI"
+  rmdir "$OLM_STATE" 2>/dev/null || true
+  if ((${#stopped[@]})); then
+    log "stopped ${stopped[*]}"
+  else
+    log "not running"
+  fi
+}
+
+status() {
+  local name pid all=0
+  for name in "${COMPONENTS[@]}"; do
+    pid="$(pid_of "$name")"
+    if [[ -n "$pid" ]]; then
+      printf '%-10s running (pid %s)\n' "$name" "$pid"
+    else
+      printf '%-10s not running\n' "$name"
+      all=1
+    fi
+  done
+  if ((all == 0)); then
+    olm_healthy && catalog_healthy && printf '%-10s ok\n' healthz || {
+      printf '%-10s not answering\n' healthz
+      all=1
+    }
+  fi
+  return "$all"
+}
+
+# The whole dispatch is one compound command ending in exit, so that bash never reads
+# this file past it (safe against the file changing while a start runs).
+case "${1:-}" in
+  start) lock_state "$STATE/.olm.lock" && start ;;
+  stop) lock_state "$STATE/.olm.lock" && stop ;;
+  status) status ;;
+  -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
+  *) die "usage: $0 start|stop|status (try --help)" ;;
+esac
+exit
