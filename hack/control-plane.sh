@@ -280,16 +280,8 @@ stop() {
 }
 
 status() {
-  local name pid all=0
-  for name in "${COMPONENTS[@]}"; do
-    pid="$(pid_of "$name")"
-    if [[ -n "$pid" ]]; then
-      printf '%-24s running (pid %s)\n' "$name" "$pid"
-    else
-      printf '%-24s not running\n' "$name"
-      all=1
-    fi
-  done
+  local all=0
+  print_processes 24 "${COMPONENTS[@]}" || all=1
   if [[ -f "$STATE/apiserver-url" ]]; then
     printf '%-24s %s\n' "apiserver url" "$(<"$STATE/apiserver-url")"
     if ((all == 0)); then

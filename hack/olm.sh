@@ -206,16 +206,8 @@ stop() {
 }
 
 status() {
-  local name pid all=0
-  for name in "${COMPONENTS[@]}"; do
-    pid="$(pid_of "$name")"
-    if [[ -n "$pid" ]]; then
-      printf '%-10s running (pid %s)\n' "$name" "$pid"
-    else
-      printf '%-10s not running\n' "$name"
-      all=1
-    fi
-  done
+  local all=0
+  print_processes 10 "${COMPONENTS[@]}" || all=1
   if ((all == 0)); then
     olm_healthy && catalog_healthy && printf '%-10s ok\n' healthz || {
       printf '%-10s not answering\n' healthz

@@ -128,3 +128,20 @@ lock_state() {
     flock 8
   fi
 }
+
+# print_processes WIDTH NAME...: one line per component, running (with its pid) or not;
+# returns 1 when any is not running.
+print_processes() {
+  local width="$1" name pid all=0
+  shift
+  for name in "$@"; do
+    pid="$(pid_of "$name")"
+    if [[ -n "$pid" ]]; then
+      printf "%-${width}s running (pid %s)\n" "$name" "$pid"
+    else
+      printf "%-${width}s not running\n" "$name"
+      all=1
+    fi
+  done
+  return "$all"
+}
