@@ -8,6 +8,7 @@
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer};
+#[cfg(test)]
 use serde_json::Value;
 
 use super::lazy::{Expand, Lazy};
