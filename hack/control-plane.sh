@@ -35,8 +35,10 @@ KUBECONFIG_FILE="$STATE/kubeconfig"
 KCM_KUBECONFIG="$STATE/kube-controller-manager.kubeconfig"
 TIMEOUT="${CONTROL_PLANE_TIMEOUT:-60}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager)
-SERVICE_CIDR=10.0.0.0/24
-SERVICE_IP=10.0.0.1 # first address of SERVICE_CIDR: the `kubernetes` Service
+# A loopback service range: every ClusterIP is an address of this machine, where the test
+# kit's node agent (or a test) can listen for the Service.
+SERVICE_CIDR=127.0.96.0/24
+SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
 # The controllers tests rely on (names as kube-controller-manager 1.35 spells them):
 # pods of StatefulSets, cascading deletion, namespace deletion, and the `default`
 # ServiceAccount (plus its kube-root-ca.crt ConfigMap) that ServiceAccount admission wants.
