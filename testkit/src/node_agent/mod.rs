@@ -44,7 +44,7 @@ use self::image_table::ImageTable;
 use self::node::{Machine, NodeError, NodeHeartbeat};
 use self::pod_ips::PodIps;
 use self::pod_worker::NodeContext;
-use self::sandbox::MountPoints;
+use self::sandbox::{MountPoints, ProcessGroups};
 use self::service_proxy::ServiceProxy;
 
 /// What the agent needs to start.
@@ -80,14 +80,17 @@ pub enum AgentError {
     },
 }
 
-/// A running agent. [`NodeAgent::stop`] stops every pod's processes; dropping it without
-/// stopping aborts its tasks, and the processes are then stopped by nobody.
+/// A running agent. [`NodeAgent::stop`] stops every pod's processes gracefully; dropping it
+/// without stopping (a panicking test) SIGKILLs them and removes the mount points and pod
+/// directories it made.
 pub struct NodeAgent {
     stop: watch::Sender<bool>,
-    pods: JoinHandle<()>,
+    pods: Option<JoinHandle<()>>,
     heartbeat: JoinHandle<()>,
     _proxy: ServiceProxy,
     mount_points: MountPoints,
+    processes: ProcessGroups,
+    pods_dir: PathBuf,
 }
 
 impl NodeAgent {
@@ -127,6 +130,8 @@ impl NodeAgent {
         });
         let proxy = ServiceProxy::start(client.clone(), config.apiserver);
         let mount_points = MountPoints::default();
+        let processes = ProcessGroups::default();
+        let pods_dir = config.state_dir.join("pods");
         let context = Arc::new(NodeContext {
             client: client.clone(),
             node_name: config.node_name.clone(),
@@ -134,28 +139,50 @@ impl NodeAgent {
             images: Arc::new(config.images),
             state_dir: config.state_dir,
             mount_points: mount_points.clone(),
+            processes: processes.clone(),
         });
         let (stop, stopped) = watch::channel(false);
         let pods = tokio::spawn(run_pods(context, config.pod_ips, stopped));
         Ok(NodeAgent {
             stop,
-            pods,
+            pods: Some(pods),
             heartbeat,
             _proxy: proxy,
             mount_points,
+            processes,
+            pods_dir,
         })
     }
 
     /// Stops every pod's processes, removes their files and mount points, and stops the
     /// heartbeats and the proxy. The Node and the pods stay in the API, as with a kubelet
     /// that stops.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         let _ = self.stop.send(true);
-        let _ = self.pods.await;
+        if let Some(pods) = self.pods.take() {
+            let _ = pods.await;
+        }
         self.heartbeat.abort();
         let left = self.mount_points.outstanding();
         if !left.is_empty() {
             tracing::warn!(?left, "mount points left behind");
+        }
+    }
+}
+
+impl Drop for NodeAgent {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+        let Some(pods) = self.pods.take() else {
+            return;
+        };
+        pods.abort();
+        self.processes.kill_all();
+        self.mount_points.release_all();
+        if self.pods_dir.exists()
+            && let Err(error) = std::fs::remove_dir_all(&self.pods_dir)
+        {
+            tracing::warn!(dir = %self.pods_dir.display(), %error, "cannot remove the pods' directories");
         }
     }
 }

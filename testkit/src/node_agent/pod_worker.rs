@@ -27,7 +27,7 @@ use super::env::{self, EnvSources};
 use super::image_table::ImageTable;
 use super::pod_status::{self, ContainerRecord, Exit, RunState, StatusInput};
 use super::probes::{self, ProbeAction, ProbeTracker, Timings};
-use super::sandbox::{self, Launch, Mount, MountPoints};
+use super::sandbox::{self, Launch, Mount, MountPoints, ProcessGroups};
 use super::volumes::PodVolumes;
 
 /// How often the worker looks at its processes and probes.
@@ -58,6 +58,8 @@ pub struct NodeContext {
     pub state_dir: PathBuf,
     /// Mount points made on the host.
     pub mount_points: MountPoints,
+    /// Process groups of the processes started and not yet waited for.
+    pub processes: ProcessGroups,
 }
 
 /// A started process and what it holds.
@@ -347,6 +349,7 @@ impl Worker {
     fn reap(&mut self, init: bool, index: usize) {
         let policy = self.restart_policy();
         let mount_points = self.context.mount_points.clone();
+        let processes = self.context.processes.clone();
         let pod = self.name();
         let slot = if init {
             &mut self.init[index]
@@ -364,6 +367,7 @@ impl Worker {
         let Some(process) = slot.process.take() else {
             return;
         };
+        processes.remove(process.pgid);
         for held in &process.held {
             mount_points.release(held);
         }
@@ -424,6 +428,7 @@ impl Worker {
             Ok((launch, image_id, held)) => match sandbox::spawn(&launch) {
                 Ok(child) => {
                     let pgid = child.id().unwrap_or_default();
+                    self.context.processes.add(pgid);
                     let namespace = std::fs::File::open(format!("/proc/{pgid}/ns/mnt"))
                         .ok()
                         .map(OwnedFd::from);
@@ -811,6 +816,7 @@ impl Worker {
                 }
             };
             sandbox::signal_group(process.pgid, Signal::KILL);
+            self.context.processes.remove(process.pgid);
             for held in &process.held {
                 mount_points.release(held);
             }

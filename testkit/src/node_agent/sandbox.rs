@@ -162,10 +162,56 @@ impl MountPoints {
         }
     }
 
+    /// Removes every path the agent made, whoever still uses it (the agent is going away).
+    pub fn release_all(&self) {
+        let held: Vec<PathBuf> = {
+            let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+            for count in made.values_mut() {
+                *count = 1;
+            }
+            made.keys().cloned().collect()
+        };
+        self.release(&held);
+    }
+
     /// The paths the agent has made and not yet removed.
     pub fn outstanding(&self) -> Vec<PathBuf> {
         let made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         made.keys().cloned().collect()
+    }
+}
+
+/// The process groups of every container process the agent has started and not yet seen
+/// exit, so that an agent dropped without stopping (a panicking test) can still kill them.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessGroups {
+    groups: Arc<Mutex<std::collections::BTreeSet<u32>>>,
+}
+
+impl ProcessGroups {
+    /// Notes a started process (its pid, which leads its group).
+    pub fn add(&self, pgid: u32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pgid);
+    }
+
+    /// Forgets a process that has been waited for.
+    pub fn remove(&self, pgid: u32) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pgid);
+    }
+
+    /// SIGKILLs every group still noted. The agent still holds each leader's child handle
+    /// (unwaited), so no pid among them can have been reused.
+    pub fn kill_all(&self) {
+        let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        for pgid in groups.iter() {
+            signal_group(*pgid, rustix::process::Signal::KILL);
+        }
     }
 }
 
