@@ -419,7 +419,7 @@ mod tests {
         assert_eq!(condition(&status, "ContainersReady").status, "True");
         assert_eq!(condition(&status, "PodScheduled").status, "True");
         assert_eq!(status.pod_ip.as_deref(), Some("127.0.100.2"));
-        assert_eq!(status.container_statuses.unwrap()[0].ready, true);
+        assert!(status.container_statuses.unwrap()[0].ready);
     }
 
     #[test]

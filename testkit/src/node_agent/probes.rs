@@ -246,7 +246,7 @@ async fn http_get(
     }
     request.push_str("\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
-    let mut head = vec![0u8; 64];
+    let mut head = [0u8; 64];
     let mut read = 0;
     while read < 12 {
         let n = stream.read(&mut head[read..]).await.ok()?;

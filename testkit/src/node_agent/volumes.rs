@@ -487,7 +487,9 @@ impl PodVolumes {
         for volume in &volumes {
             match payload(pod, volume, &sources)? {
                 Some(files) => {
-                    if AtomicWriter::new(self.dir.join(&volume.name)).write(&files)? {
+                    let writer = AtomicWriter::new(self.dir.join(&volume.name));
+                    let written = writer.write(&files)?;
+                    if written {
                         changed.push(volume.name.clone());
                     }
                 }
