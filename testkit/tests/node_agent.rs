@@ -166,6 +166,10 @@ async fn token_client(server: &str, ca: &Path, token: &str, dir: &Path) -> Clien
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs .tools, root and memcached: cargo test -p testkit --test node_agent -- --ignored"]
 async fn a_memcached_pod_runs_is_ready_gets_updates_and_leaves_nothing_behind() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("testkit=info"))
+        .with_test_writer()
+        .try_init();
     assert!(
         rustix::process::geteuid().is_root(),
         "the node agent needs root (mount namespaces)"

@@ -137,13 +137,17 @@ impl ImageTable {
 
     /// What `container` runs in `image`, as the kubelet and container runtime decide it:
     /// `command` replaces the entrypoint and then drops the image's CMD, `args` replaces CMD;
-    /// a program without a slash is searched for along the image's `PATH`.
+    /// a program without a slash is searched for along the image's `PATH`. `mounts` are the
+    /// container's volume mounts (mount path, host directory): a program under one of them
+    /// (say `/util/cpb`, copied into an emptyDir by an init container) is the volume's file,
+    /// as the mount hides the image's own.
     pub fn resolve(
         &self,
         image: &str,
         container: &str,
         command: &[String],
         args: &[String],
+        mounts: &[(PathBuf, PathBuf)],
     ) -> Result<ResolvedCommand, ImageError> {
         let entry = self.entry(image)?;
         for (in_image, host) in &entry.paths {
@@ -178,9 +182,18 @@ impl ImageTable {
                 .map(|dir| format!("{}/{program}", dir.trim_end_matches('/')))
                 .collect()
         };
+        let image_paths: Vec<(PathBuf, PathBuf)> = entry
+            .paths
+            .iter()
+            .map(|(in_image, host)| (PathBuf::from(in_image), host.clone()))
+            .collect();
         let host = candidates
             .iter()
-            .find_map(|candidate| entry.paths.get(candidate))
+            .find_map(|candidate| {
+                under(mounts, Path::new(candidate))
+                    .filter(|host| host.exists())
+                    .or_else(|| under(&image_paths, Path::new(candidate)))
+            })
             .ok_or_else(|| ImageError::NoExecutable {
                 image: image.to_string(),
                 program: program.clone(),
@@ -193,7 +206,7 @@ impl ImageTable {
             .map(|(in_image, host)| (PathBuf::from(in_image), host.clone()))
             .collect();
         Ok(ResolvedCommand {
-            program: host.clone(),
+            program: host,
             argv,
             path,
             binds,
@@ -266,6 +279,24 @@ impl ImageTable {
     }
 }
 
+/// The host path of `path` through the longest of `maps` (in-container path -> host path)
+/// that is `path` or one of its parent directories.
+fn under(maps: &[(PathBuf, PathBuf)], path: &Path) -> Option<PathBuf> {
+    maps.iter()
+        .filter_map(|(inside, host)| {
+            let rest = path.strip_prefix(inside).ok()?;
+            // `join("")` would add a trailing slash, which exec refuses for a file.
+            let host = if rest.as_os_str().is_empty() {
+                host.clone()
+            } else {
+                host.join(rest)
+            };
+            Some((inside.components().count(), host))
+        })
+        .max_by_key(|(depth, _)| *depth)
+        .map(|(_, host)| host)
+}
+
 /// The references of the images [`ImageTable::local`] maps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalImages {
@@ -307,7 +338,7 @@ mod tests {
     #[test]
     fn an_image_missing_from_the_table_is_refused_with_its_name() {
         let error = table()
-            .resolve("quay.io/other:1", "main", &[], &[])
+            .resolve("quay.io/other:1", "main", &[], &[], &[])
             .unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -319,10 +350,11 @@ mod tests {
     #[test]
     fn without_command_or_args_the_entrypoint_and_cmd_run() {
         let resolved = table()
-            .resolve("docker.io/library/memcached:1.6", "main", &[], &[])
+            .resolve("docker.io/library/memcached:1.6", "main", &[], &[], &[])
             .unwrap();
         assert_eq!(resolved.argv, strings(&["memcached", "-m", "64"]));
-        assert_eq!(resolved.program, PathBuf::from("/bin/sh"));
+        // Compared as strings: paths compare by components, "/bin/sh/" equals "/bin/sh".
+        assert_eq!(resolved.program.as_os_str(), "/bin/sh");
         assert_eq!(
             resolved.binds,
             vec![(
@@ -337,10 +369,10 @@ mod tests {
         let t = table();
         let image = "docker.io/library/memcached:1.6";
         let args = strings(&["-p", "1"]);
-        let with_args = t.resolve(image, "main", &[], &args).unwrap();
+        let with_args = t.resolve(image, "main", &[], &args, &[]).unwrap();
         assert_eq!(with_args.argv, strings(&["memcached", "-p", "1"]));
         let command = strings(&["/usr/local/bin/memcached"]);
-        let with_command = t.resolve(image, "main", &command, &[]).unwrap();
+        let with_command = t.resolve(image, "main", &command, &[], &[]).unwrap();
         assert_eq!(with_command.argv, strings(&["/usr/local/bin/memcached"]));
     }
 
@@ -351,6 +383,7 @@ mod tests {
                 "docker.io/library/memcached:1.6",
                 "main",
                 &strings(&["sh"]),
+                &[],
                 &[],
             )
             .unwrap_err();
@@ -374,12 +407,32 @@ mod tests {
             },
         );
         let error = t
-            .resolve("util:1", "util", &strings(&["/bin/cpb"]), &[])
+            .resolve("util:1", "util", &strings(&["/bin/cpb"]), &[], &[])
             .unwrap_err();
         assert_eq!(
             error.to_string(),
             "image \"util:1\": /bin/cpb maps to /nonexistent/cpb, which does not exist"
         );
+    }
+
+    #[test]
+    fn a_program_under_a_volume_mount_is_the_volumes_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cpb"), "").unwrap();
+        let bundle = ImageTable::new().with(
+            "bundle:1",
+            ImageEntry {
+                paths: BTreeMap::from([("/manifests".to_string(), PathBuf::from("/"))]),
+                ..ImageEntry::default()
+            },
+        );
+        let mounts = [(PathBuf::from("/util"), dir.path().to_path_buf())];
+        let command = strings(&["/util/cpb", "/bundle"]);
+        let resolved = bundle
+            .resolve("bundle:1", "pull", &command, &[], &mounts)
+            .unwrap();
+        assert_eq!(resolved.program, dir.path().join("cpb"));
+        assert_eq!(resolved.argv, command);
     }
 
     #[test]
@@ -392,7 +445,7 @@ mod tests {
         )
         .unwrap();
         let t = ImageTable::from_file(&file).unwrap();
-        let resolved = t.resolve("memcached:1", "main", &[], &[]).unwrap();
+        let resolved = t.resolve("memcached:1", "main", &[], &[], &[]).unwrap();
         assert_eq!(resolved.program, PathBuf::from("/bin/true"));
     }
 }

@@ -71,6 +71,7 @@ struct Process {
     started_at: jiff::Timestamp,
     started: Instant,
     env: Vec<(String, String)>,
+    mounts: Vec<(PathBuf, PathBuf)>,
 }
 
 /// A probe of one container: its action, tracker, next run and the run under way.
@@ -191,7 +192,6 @@ struct Worker {
     init: Vec<Slot>,
     containers: Vec<Slot>,
     written: Option<PodStatus>,
-    kubernetes_env: Vec<(String, String)>,
 }
 
 impl Worker {
@@ -232,7 +232,6 @@ impl Worker {
             init,
             containers,
             written: None,
-            kubernetes_env: Vec::new(),
         }
     }
 
@@ -464,10 +463,16 @@ impl Worker {
                         held,
                         started_at,
                         started: Instant::now(),
+                        mounts: launch
+                            .mounts
+                            .iter()
+                            .map(|m| (m.target.clone(), m.source.clone()))
+                            .collect(),
                         env: launch.env,
                     });
                 }
                 Err(error) => {
+                    tracing::warn!(container = %slot.spec.name, %error, "container cannot start");
                     for h in &held {
                         self.context.mount_points.release(h);
                     }
@@ -540,20 +545,6 @@ impl Worker {
             .flatten()
             .map(|a| env::expand(a, &lookup))
             .collect();
-        let resolved = self
-            .context
-            .images
-            .resolve(&image, &spec.name, &command, &args)
-            .map_err(|e| ("ErrImagePull", e.to_string()))?;
-        let mut full_env = vec![("PATH".to_string(), resolved.path.clone())];
-        full_env.push((
-            "HOSTNAME".to_string(),
-            self.pod.metadata.name.clone().unwrap_or_default(),
-        ));
-        for (k, v) in env {
-            full_env.retain(|(n, _)| *n != k);
-            full_env.push((k, v));
-        }
         let volumes = self
             .pod
             .spec
@@ -561,13 +552,6 @@ impl Worker {
             .and_then(|s| s.volumes.clone())
             .unwrap_or_default();
         let mut mounts = Vec::new();
-        for (in_image, host) in &resolved.binds {
-            mounts.push(Mount {
-                source: host.clone(),
-                target: in_image.clone(),
-                read_only: true,
-            });
-        }
         for mount in spec.volume_mounts.iter().flatten() {
             let Some(volume) = volumes.iter().find(|v| v.name == mount.name) else {
                 return Err((
@@ -588,6 +572,36 @@ impl Worker {
                 target: PathBuf::from(&mount.mount_path),
                 read_only: always_read_only || mount.read_only == Some(true),
             });
+        }
+        let volume_mounts: Vec<(PathBuf, PathBuf)> = mounts
+            .iter()
+            .map(|m| (m.target.clone(), m.source.clone()))
+            .collect();
+        let resolved = self
+            .context
+            .images
+            .resolve(&image, &spec.name, &command, &args, &volume_mounts)
+            .map_err(|e| ("ErrImagePull", e.to_string()))?;
+        // The image's paths first, so that volumes mount over them as over an image.
+        let mut image_mounts: Vec<Mount> = resolved
+            .binds
+            .iter()
+            .map(|(in_image, host)| Mount {
+                source: host.clone(),
+                target: in_image.clone(),
+                read_only: true,
+            })
+            .collect();
+        image_mounts.append(&mut mounts);
+        let mounts = image_mounts;
+        let mut full_env = vec![("PATH".to_string(), resolved.path.clone())];
+        full_env.push((
+            "HOSTNAME".to_string(),
+            self.pod.metadata.name.clone().unwrap_or_default(),
+        ));
+        for (k, v) in env {
+            full_env.retain(|(n, _)| *n != k);
+            full_env.push((k, v));
         }
         let mut held = Vec::new();
         for mount in &mounts {
@@ -690,12 +704,6 @@ impl Worker {
             }
         }
         sources.services = env::service_env(&services);
-        self.kubernetes_env = sources
-            .services
-            .iter()
-            .filter(|(k, _)| k.starts_with("KUBERNETES_"))
-            .cloned()
-            .collect();
         Ok(sources)
     }
 
@@ -735,7 +743,13 @@ impl Worker {
             let action = probe.action.clone();
             let exec = match &action {
                 ProbeAction::Exec(argv) => {
-                    let resolved = images.resolve(&slot.record.image, &slot.spec.name, argv, &[]);
+                    let resolved = images.resolve(
+                        &slot.record.image,
+                        &slot.spec.name,
+                        argv,
+                        &[],
+                        &process.mounts,
+                    );
                     let namespace = process
                         .namespace
                         .as_ref()
