@@ -1,7 +1,7 @@
 //! Proves the node agent on the real local control plane: a pod running Debian's memcached
 //! with a Secret volume, the service account token the API server projects, environment from
-//! field references and a readiness probe becomes Running and Ready through the agent's
-//! status; the process sees its files at their mount paths; its token authenticates through
+//! field references, a TCP startup probe and an exec readiness probe becomes Running and
+//! Ready through the agent's status; the process sees its files at their mount paths; its token authenticates through
 //! the `kubernetes` Service's ClusterIP; a Secret update arrives as a `..data` swap; an
 //! image the table does not know is refused in the container status; and deleting the pod
 //! stops the process and leaves no file behind.
@@ -71,7 +71,13 @@ fn pod_spec(name: &str, image: &str) -> Pod {
                     {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
                     {"name": "ADDRESS", "value": "$(POD_IP):11211"}
                 ],
-                "readinessProbe": {"tcpSocket": {"port": "memcache"}, "periodSeconds": 1},
+                // Started once memcached accepts connections; ready once the Secret's file
+                // is there, as seen from inside the pod's mount namespace.
+                "startupProbe": {"tcpSocket": {"port": "memcache"}, "periodSeconds": 1},
+                "readinessProbe": {
+                    "exec": {"command": ["/bin/sh", "-c", format!("test -f {CONFIG_MOUNT}/greeting")]},
+                    "periodSeconds": 1
+                },
                 "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT}]
             }],
             "volumes": [{"name": "config", "secret": {"secretName": "memcached-config"}}]
@@ -211,10 +217,14 @@ async fn a_memcached_pod_runs_is_ready_gets_updates_and_leaves_nothing_behind() 
     let images = ImageTable::new().with(
         MEMCACHED_IMAGE,
         ImageEntry {
-            paths: BTreeMap::from([(
-                "/usr/bin/memcached".to_string(),
-                PathBuf::from("/usr/bin/memcached"),
-            )]),
+            paths: BTreeMap::from([
+                (
+                    "/usr/bin/memcached".to_string(),
+                    PathBuf::from("/usr/bin/memcached"),
+                ),
+                // For the exec probe.
+                ("/bin/sh".to_string(), PathBuf::from("/bin/sh")),
+            ]),
             entrypoint: vec!["memcached".to_string()],
             ..ImageEntry::default()
         },

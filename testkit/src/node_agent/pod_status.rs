@@ -264,7 +264,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
             message,
             last_transition_time: Some(transition),
             last_probe_time: None,
-            observed_generation: None,
+            observed_generation: input.pod.metadata.generation,
         });
     }
     PodStatus {
@@ -280,6 +280,9 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         init_container_statuses: (!input.init.is_empty())
             .then(|| input.init.iter().map(container_status).collect()),
         container_statuses: Some(input.containers.iter().map(container_status).collect()),
+        // PodObservedGenerationTracking (on by default since 1.34): the generation of the
+        // spec this status describes.
+        observed_generation: input.pod.metadata.generation,
         qos_class: old.qos_class,
         nominated_node_name: old.nominated_node_name,
         ..PodStatus::default()
@@ -345,6 +348,10 @@ mod tests {
 
     fn pod(policy: &str) -> Pod {
         Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                generation: Some(3),
+                ..Default::default()
+            },
             spec: Some(PodSpec {
                 restart_policy: Some(policy.to_string()),
                 ..PodSpec::default()
@@ -418,6 +425,8 @@ mod tests {
         assert_eq!(condition(&status, "Ready").status, "True");
         assert_eq!(condition(&status, "ContainersReady").status, "True");
         assert_eq!(condition(&status, "PodScheduled").status, "True");
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(condition(&status, "Ready").observed_generation, Some(3));
         assert_eq!(status.pod_ip.as_deref(), Some("127.0.100.2"));
         assert!(status.container_statuses.unwrap()[0].ready);
     }
