@@ -364,7 +364,6 @@ mod tests {
                 }]),
                 ..PodStatus::default()
             }),
-            ..Pod::default()
         }
     }
 
