@@ -374,6 +374,38 @@ async fn a_memcached_pod_runs_is_ready_gets_updates_and_leaves_nothing_behind() 
         .expect("memcached answers on the pod IP");
     assert!(version.starts_with("VERSION "), "{version}");
 
+    // A Service selecting the pod reaches it through its ClusterIP.
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "memcached"},
+        "spec": {
+            "selector": {"app": "memcached"},
+            "ports": [{"name": "memcache", "port": 11211, "targetPort": "memcache"}]
+        }
+    }))
+    .expect("the Service literal is a Service");
+    let service = services
+        .create(&PostParams::default(), &service)
+        .await
+        .expect("creating the Service");
+    let cluster_ip: IpAddr = service
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .and_then(|ip| ip.parse().ok())
+        .expect("a ClusterIP");
+    assert!(
+        cluster_ip.to_string().starts_with("127.0.96."),
+        "{cluster_ip}"
+    );
+    let through_service = until(
+        "memcached through the Service",
+        Duration::from_secs(10),
+        || memcached_version(SocketAddr::new(cluster_ip, 11211)),
+    )
+    .await;
+    assert!(through_service.starts_with("VERSION "), "{through_service}");
+
     // The projected token authenticates through the `kubernetes` Service's ClusterIP.
     let token =
         std::fs::read_to_string(seen_by(pid, &format!("{TOKEN_DIR}/token"))).expect("the token");

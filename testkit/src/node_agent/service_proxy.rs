@@ -2,19 +2,24 @@
 //! connection to a ready endpoint, taken round-robin from the Service's EndpointSlices,
 //! following changes to both.
 //!
-//! The `kubernetes` Service of `default` has no EndpointSlice on the local control plane
-//! (the API server runs with `--endpoint-reconciler-type=none`, because endpoint validation
-//! refuses the loopback address it would publish), so its endpoint is the API server address
-//! the agent itself talks to. UDP and SCTP ports, NodePorts and session affinity are not
-//! served.
+//! Endpoint validation refuses loopback addresses, and every address is a loopback one here,
+//! so two kinds of Service have no usable EndpointSlice on the local control plane:
+//! - `default/kubernetes` (the API server runs with `--endpoint-reconciler-type=none`, since
+//!   it would publish 127.0.0.1): its endpoint is the API server address the agent talks to;
+//! - Services with a selector, whose pods have loopback IPs: their endpoints are read from the
+//!   ready pods the selector matches, with the Service's `targetPort`, as the endpointslice
+//!   controller would compute them.
+//!
+//! UDP and SCTP ports, NodePorts and session affinity are not served.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use tokio::net::{TcpListener, TcpStream};
@@ -110,6 +115,63 @@ pub fn ready_endpoints(
     out
 }
 
+/// The endpoints of each port of a Service with a selector, from the pods it selects: pods of
+/// its namespace whose labels match, that are not being deleted, have an IP and a `Ready`
+/// condition that is true; the port is the Service port's `targetPort` (a number, or a
+/// container port's name), its `port` when unset.
+pub fn pod_endpoints(service: &Service, pods: &[Pod]) -> BTreeMap<String, Vec<SocketAddr>> {
+    let mut out: BTreeMap<String, Vec<SocketAddr>> = BTreeMap::new();
+    let Some(spec) = &service.spec else {
+        return out;
+    };
+    let Some(selector) = spec.selector.as_ref().filter(|s| !s.is_empty()) else {
+        return out;
+    };
+    let namespace = service.metadata.namespace.as_deref();
+    for pod in pods {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let selected = pod.metadata.namespace.as_deref() == namespace
+            && pod.metadata.deletion_timestamp.is_none()
+            && selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let status = pod.status.as_ref();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let Some(ip) = status
+            .and_then(|s| s.pod_ip.as_deref())
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+        else {
+            continue;
+        };
+        if !selected || !ready {
+            continue;
+        }
+        for port in spec.ports.iter().flatten() {
+            let number = match &port.target_port {
+                None => Some(port.port),
+                Some(IntOrString::Int(n)) => Some(*n),
+                Some(IntOrString::String(name)) => pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| &s.containers)
+                    .flat_map(|c| c.ports.iter().flatten())
+                    .find(|p| p.name.as_deref() == Some(name.as_str()))
+                    .map(|p| p.container_port),
+            };
+            if let Some(number) = number.and_then(|n| u16::try_from(n).ok()) {
+                out.entry(port.name.clone().unwrap_or_default())
+                    .or_default()
+                    .push(SocketAddr::new(ip, number));
+            }
+        }
+    }
+    for addresses in out.values_mut() {
+        addresses.sort();
+        addresses.dedup();
+    }
+    out
+}
+
 /// The TCP ports of a Service the proxy listens on.
 pub fn service_ports(service: &Service) -> Vec<ServicePortKey> {
     let Some(spec) = &service.spec else {
@@ -187,6 +249,9 @@ async fn sync(
     let slices = Api::<EndpointSlice>::all(client.clone())
         .list(&ListParams::default())
         .await?;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
     let mut wanted = BTreeSet::new();
     for service in &services.items {
         let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
@@ -196,7 +261,10 @@ async fn sync(
             .filter(|s| s.metadata.namespace.as_deref() == Some(namespace))
             .cloned()
             .collect();
-        let endpoints = ready_endpoints(service, &own);
+        let mut endpoints = ready_endpoints(service, &own);
+        if endpoints.is_empty() {
+            endpoints = pod_endpoints(service, &pods.items);
+        }
         let is_apiserver =
             namespace == "default" && service.metadata.name.as_deref() == Some("kubernetes");
         for key in service_ports(service) {
@@ -345,6 +413,33 @@ mod tests {
                 "127.0.100.2:8080".parse::<SocketAddr>().unwrap(),
                 "127.0.100.4:8080".parse().unwrap()
             ]
+        );
+    }
+
+    fn pod(name: &str, app: &str, ip: &str, ready: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}]},
+            "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": ready}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_selector_service_reaches_its_ready_pods_on_the_named_target_port() {
+        let mut web = service();
+        let spec = web.spec.as_mut().unwrap();
+        spec.selector = Some(BTreeMap::from([("app".into(), "web".into())]));
+        spec.ports.as_mut().unwrap()[0].target_port = Some(IntOrString::String("http".into()));
+        let pods = [
+            pod("a", "web", "127.0.100.2", "True"),
+            pod("b", "web", "127.0.100.3", "False"),
+            pod("c", "other", "127.0.100.4", "True"),
+        ];
+        let endpoints = pod_endpoints(&web, &pods);
+        assert_eq!(
+            endpoints.get("http").unwrap(),
+            &vec!["127.0.100.2:8080".parse::<SocketAddr>().unwrap()]
         );
     }
 
