@@ -176,8 +176,9 @@ impl Drop for NodeAgent {
         let Some(pods) = self.pods.take() else {
             return;
         };
-        pods.abort();
+        // Killed while the workers still hold their children (unwaited, so no pid reused).
         self.processes.kill_all();
+        pods.abort();
         self.mount_points.release_all();
         if self.pods_dir.exists()
             && let Err(error) = std::fs::remove_dir_all(&self.pods_dir)

@@ -182,19 +182,21 @@ impl MountPoints {
 }
 
 /// The process groups of every container process the agent has started and not yet seen
-/// exit, so that an agent dropped without stopping (a panicking test) can still kill them.
+/// exit, each with its leader's start time, so that an agent dropped without stopping (a
+/// panicking test) can still kill them, and only them.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessGroups {
-    groups: Arc<Mutex<std::collections::BTreeSet<u32>>>,
+    groups: Arc<Mutex<BTreeMap<u32, u64>>>,
 }
 
 impl ProcessGroups {
-    /// Notes a started process (its pid, which leads its group).
+    /// Notes a started process (its pid, which leads its group) and its start time.
     pub fn add(&self, pgid: u32) {
+        let started = crate::procfs::start_ticks(pgid).unwrap_or_default();
         self.groups
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(pgid);
+            .insert(pgid, started);
     }
 
     /// Forgets a process that has been waited for.
@@ -205,12 +207,14 @@ impl ProcessGroups {
             .remove(&pgid);
     }
 
-    /// SIGKILLs every group still noted. The agent still holds each leader's child handle
-    /// (unwaited), so no pid among them can have been reused.
+    /// SIGKILLs every group still noted whose leader is still the process that was started
+    /// (same pid, same start time): a pid reused since is left alone.
     pub fn kill_all(&self) {
         let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        for pgid in groups.iter() {
-            signal_group(*pgid, rustix::process::Signal::KILL);
+        for (pgid, started) in groups.iter() {
+            if crate::procfs::start_ticks(*pgid).ok() == Some(*started) {
+                signal_group(*pgid, rustix::process::Signal::KILL);
+            }
         }
     }
 }
