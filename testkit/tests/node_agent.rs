@@ -256,6 +256,15 @@ async fn a_memcached_pod_runs_is_ready_gets_updates_and_leaves_nothing_behind() 
         .map(|c| c.status.clone());
     assert_eq!(ready.as_deref(), Some("True"));
 
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-node-lease");
+    let lease = leases
+        .get(NODE)
+        .await
+        .expect("the agent keeps a node Lease");
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some(NODE));
+
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     let mut secret = Secret {
         metadata: kube::api::ObjectMeta {

@@ -436,6 +436,36 @@ mod tests {
     }
 
     #[test]
+    fn the_local_table_refuses_the_util_image_when_cpb_is_not_built() {
+        let repository = tempfile::tempdir().unwrap();
+        let images = LocalImages {
+            operator: "operator:1".into(),
+            memcached: vec!["memcached:1".into()],
+            bundle: "bundle:1".into(),
+            util: "util:1".into(),
+            opm: "opm:1".into(),
+        };
+        let table = ImageTable::local(repository.path(), Path::new("/bin/true"), &images);
+        let copy = strings(&["/bin/cp", "-Rv", "/bin/cpb", "/util/cpb"]);
+        let error = table
+            .resolve("util:1", "util", &copy, &[], &[])
+            .unwrap_err();
+        let cpb = repository.path().join(".tools/bin/cpb");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "image \"util:1\": /bin/cpb maps to {}, which does not exist",
+                cpb.display()
+            )
+        );
+        let operator = table.resolve("operator:1", "manager", &[], &strings(&["run"]), &[]);
+        assert_eq!(
+            operator.unwrap().argv,
+            strings(&["/usr/local/bin/memcached-operator", "run"])
+        );
+    }
+
+    #[test]
     fn a_table_reads_from_json() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("images.json");
