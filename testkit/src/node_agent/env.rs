@@ -66,6 +66,9 @@ pub struct EnvSources {
     pub pod_ip: String,
     /// The node's IP.
     pub host_ip: String,
+    /// The node's allocatable resources (`cpu`, `memory`, ...), for limits a container does
+    /// not set.
+    pub allocatable: BTreeMap<String, String>,
 }
 
 /// Expands `$(VAR)` in `input` from `lookup` as the kubelet's `expansion.Expand`: `$$` is a
@@ -256,7 +259,7 @@ pub fn container_env(
                     field_value(pod, &field.field_path, sources)
                         .ok_or_else(|| missing_field(&field.field_path))?
                 } else if let Some(resource) = &from.resource_field_ref {
-                    resource_value(pod, container, resource)
+                    resource_value(pod, container, resource, &sources.allocatable)
                         .ok_or_else(|| missing_field(&resource.resource))?
                 } else if let Some(key) = &from.secret_key_ref {
                     match sources.secrets.get(&key.name) {
@@ -362,13 +365,14 @@ fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
         .join("\n")
 }
 
-/// The value of a resourceFieldRef: the container's limit (or, for `requests.*`, request),
-/// divided by the divisor and rounded up; an unset CPU or memory limit is the node's
-/// allocatable, which the agent does not know in this pure function, so it is `None`.
+/// The value of a resourceFieldRef as the kubelet computes it: the container's limit (for
+/// `requests.*`, its request, 0 when unset), divided by the divisor and rounded up; an unset
+/// limit is the node's allocatable amount (`allocatable`, by resource name).
 pub fn resource_value(
     pod: &Pod,
     container: &Container,
     field: &k8s_openapi::api::core::v1::ResourceFieldSelector,
+    allocatable: &BTreeMap<String, String>,
 ) -> Option<String> {
     let target = match &field.container_name {
         Some(name) if !name.is_empty() && *name != container.name => pod
@@ -379,13 +383,24 @@ pub fn resource_value(
             .find(|c| c.name == *name)?,
         _ => container,
     };
-    let resources = target.resources.as_ref()?;
-    let (map, name) = match field.resource.split_once('.') {
-        Some(("limits", name)) => (resources.limits.as_ref()?, name),
-        Some(("requests", name)) => (resources.requests.as_ref()?, name),
+    let resources = target.resources.clone().unwrap_or_default();
+    let value = match field.resource.split_once('.') {
+        Some(("limits", name)) => {
+            let set = resources.limits.as_ref().and_then(|l| l.get(name));
+            match set {
+                Some(limit) => quantity(&limit.0)?,
+                None => quantity(allocatable.get(name)?)?,
+            }
+        }
+        Some(("requests", name)) => {
+            let set = resources.requests.as_ref().and_then(|r| r.get(name));
+            match set {
+                Some(request) => quantity(&request.0)?,
+                None => 0.0,
+            }
+        }
         _ => return None,
     };
-    let value = quantity(&map.get(name)?.0)?;
     let divisor = match &field.divisor {
         Some(d) => quantity(&d.0)?,
         None => 1.0,
@@ -543,6 +558,36 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "couldn't find key password in Secret \"creds\" (container \"main\", env \"PASSWORD\")"
+        );
+    }
+
+    #[test]
+    fn a_resource_reference_without_a_limit_is_the_nodes_allocatable() {
+        let container = Container {
+            name: "main".into(),
+            ..Container::default()
+        };
+        let field = |resource: &str, divisor: Option<&str>| {
+            k8s_openapi::api::core::v1::ResourceFieldSelector {
+                resource: resource.into(),
+                divisor: divisor
+                    .map(|d| k8s_openapi::apimachinery::pkg::api::resource::Quantity(d.into())),
+                container_name: None,
+            }
+        };
+        let allocatable = BTreeMap::from([
+            ("cpu".to_string(), "2".to_string()),
+            ("memory".to_string(), "1024Mi".to_string()),
+        ]);
+        let value = |f| resource_value(&pod(), &container, &f, &allocatable);
+        assert_eq!(value(field("limits.cpu", None)).as_deref(), Some("2"));
+        assert_eq!(
+            value(field("limits.memory", Some("1Mi"))).as_deref(),
+            Some("1024")
+        );
+        assert_eq!(
+            value(field("requests.cpu", Some("1m"))).as_deref(),
+            Some("0")
         );
     }
 

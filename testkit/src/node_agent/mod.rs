@@ -106,13 +106,14 @@ impl NodeAgent {
             .map(|v| v.git_version)
             .unwrap_or_else(|_| "v0.0.0".to_string());
         let host_ip = config.host_ip.to_string();
-        let heartbeat = NodeHeartbeat::register(
-            client.clone(),
-            &config.node_name,
-            &host_ip,
-            Machine::read(&version),
-        )
-        .await?;
+        let machine = Machine::read(&version);
+        let allocatable = machine
+            .allocatable()
+            .into_iter()
+            .map(|(name, quantity)| (name, quantity.0))
+            .collect();
+        let heartbeat =
+            NodeHeartbeat::register(client.clone(), &config.node_name, &host_ip, machine).await?;
         let heartbeat = tokio::spawn(async move {
             let mut reported = Instant::now();
             loop {
@@ -136,6 +137,7 @@ impl NodeAgent {
             client: client.clone(),
             node_name: config.node_name.clone(),
             host_ip,
+            allocatable,
             images: Arc::new(config.images),
             state_dir: config.state_dir,
             mount_points: mount_points.clone(),

@@ -92,6 +92,24 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// Capacity and allocatable (the same: nothing is reserved), by resource name.
+    pub fn allocatable(&self) -> BTreeMap<String, Quantity> {
+        BTreeMap::from([
+            ("cpu".to_string(), Quantity(self.cpus.to_string())),
+            (
+                "memory".to_string(),
+                Quantity(format!("{}Ki", self.memory_kib)),
+            ),
+            ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+            (
+                "ephemeral-storage".to_string(),
+                Quantity("10Gi".to_string()),
+            ),
+        ])
+    }
+}
+
 /// The status the agent reports for its node.
 pub fn node_status(
     machine: &Machine,

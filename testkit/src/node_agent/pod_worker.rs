@@ -9,6 +9,7 @@
 //! the agent. Status rules live in `pod_status`, environment in `env`, volumes in `volumes`,
 //! process start in `sandbox`.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -52,6 +53,8 @@ pub struct NodeContext {
     pub node_name: String,
     /// The node's IP (`status.hostIP`).
     pub host_ip: String,
+    /// The node's allocatable resources, by name.
+    pub allocatable: BTreeMap<String, String>,
     /// The image table.
     pub images: Arc<ImageTable>,
     /// The agent's state directory (pods live under `pods/UID`).
@@ -259,6 +262,7 @@ impl Worker {
         EnvSources {
             pod_ip: self.pod_ip.to_string(),
             host_ip: self.context.host_ip.clone(),
+            allocatable: self.context.allocatable.clone(),
             ..EnvSources::default()
         }
     }

@@ -357,10 +357,12 @@ fn downward_items(
                 })
                 .cloned()
                 .unwrap_or_default();
-            env::resource_value(pod, &container, resource).ok_or_else(|| VolumeError::Field {
-                volume: volume.to_string(),
-                field: resource.resource.clone(),
-            })?
+            env::resource_value(pod, &container, resource, &sources.env.allocatable).ok_or_else(
+                || VolumeError::Field {
+                    volume: volume.to_string(),
+                    field: resource.resource.clone(),
+                },
+            )?
         } else {
             String::new()
         };
