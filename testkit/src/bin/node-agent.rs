@@ -40,27 +40,21 @@ struct Args {
     /// The operator binary the operator image maps to.
     #[arg(long, default_value = "target/debug/memcached-operator")]
     operator_binary: PathBuf,
-    /// The operator image reference.
-    #[arg(long, default_value = "quay.io/example/memcached-operator:v0.1.0")]
-    operator_image: String,
-    /// memcached image references (repeatable).
-    #[arg(
-        long = "memcached-image",
-        default_value = "docker.io/library/memcached:1.6.39"
-    )]
+    /// The operator image reference [default: the release's, from the packaging tool].
+    #[arg(long)]
+    operator_image: Option<String>,
+    /// memcached image references (repeatable) [default: the operator's default image].
+    #[arg(long = "memcached-image")]
     memcached_images: Vec<String>,
-    /// The bundle image reference.
-    #[arg(
-        long,
-        default_value = "quay.io/example/memcached-operator-bundle:v0.1.0"
-    )]
-    bundle_image: String,
+    /// The bundle image reference [default: the release's, from the packaging tool].
+    #[arg(long)]
+    bundle_image: Option<String>,
     /// OLM's util image reference (catalog-operator's --util-image).
     #[arg(long, default_value = "quay.io/operator-framework/olm:local")]
     util_image: String,
-    /// The opm image reference (catalog-operator's --opmImage).
-    #[arg(long, default_value = "quay.io/operator-framework/opm:local")]
-    opm_image: String,
+    /// The opm image reference (catalog-operator's --opmImage) [default: the pinned opm's].
+    #[arg(long)]
+    opm_image: Option<String>,
 }
 
 #[tokio::main]
@@ -86,13 +80,7 @@ async fn main() -> anyhow::Result<()> {
             ImageTable::local(
                 &root,
                 &root.join(&args.operator_binary),
-                &LocalImages {
-                    operator: args.operator_image.clone(),
-                    memcached: args.memcached_images.clone(),
-                    bundle: args.bundle_image.clone(),
-                    util: args.util_image.clone(),
-                    opm: args.opm_image.clone(),
-                },
+                &local_images(&args),
             )
         }
     };
@@ -117,6 +105,33 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("stopping every pod's processes");
     agent.stop().await;
     Ok(())
+}
+
+/// The image references of the repository's own images: from the flags, else the release's
+/// (as the packaging tool writes them into the bundle) and the operator's default memcached.
+fn local_images(args: &Args) -> LocalImages {
+    let version = memcached_packager::release::VERSION;
+    let memcached = if args.memcached_images.is_empty() {
+        vec![memcached_operator::operator::DEFAULT_MEMCACHED_IMAGE.to_string()]
+    } else {
+        args.memcached_images.clone()
+    };
+    LocalImages {
+        operator: args
+            .operator_image
+            .clone()
+            .unwrap_or_else(|| memcached_packager::release::operator_image(version)),
+        memcached,
+        bundle: args
+            .bundle_image
+            .clone()
+            .unwrap_or_else(|| memcached_packager::release::bundle_image(version)),
+        util: args.util_image.clone(),
+        opm: args
+            .opm_image
+            .clone()
+            .unwrap_or_else(memcached_packager::release::opm_image),
+    }
 }
 
 /// The API server's address from the kubeconfig's server URL (the `kubernetes` Service's
