@@ -171,6 +171,18 @@ pub fn phase(input: &StatusInput) -> &'static str {
     }
 }
 
+/// Whether a container that exited with `exit_code` is started again under the pod's
+/// `restartPolicy`: `Always` restarts a container whatever its exit, `OnFailure` after a
+/// failure; an init container that succeeded is done under any policy.
+pub fn restarts(policy: &str, init: bool, exit_code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        _ if exit_code != 0 => true,
+        "Always" => !init,
+        _ => false,
+    }
+}
+
 fn restart_policy(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
@@ -493,6 +505,18 @@ mod tests {
         assert_eq!(phase(&input(&on_failure, &[], &containers)), "Running");
         let init = [record("util", exited(1), false)];
         assert_eq!(phase(&input(&never, &init, &containers)), "Failed");
+    }
+
+    #[test]
+    fn restarts_follow_the_policy_and_a_succeeded_init_container_is_done() {
+        assert!(restarts("Always", false, 0));
+        assert!(restarts("Always", false, 1));
+        assert!(!restarts("Always", true, 0));
+        assert!(restarts("Always", true, 1));
+        assert!(!restarts("OnFailure", false, 0));
+        assert!(restarts("OnFailure", false, 2));
+        assert!(!restarts("Never", false, 1));
+        assert!(!restarts("Never", true, 1));
     }
 
     #[test]

@@ -343,7 +343,7 @@ impl Worker {
             _ => None,
         };
         match exit {
-            Some(e) => policy == "Always" || (policy == "OnFailure" && e.exit_code != 0),
+            Some(e) => pod_status::restarts(policy, false, e.exit_code),
             None => true,
         }
     }
@@ -379,11 +379,7 @@ impl Worker {
         if process.started.elapsed() > Duration::from_secs(600) {
             slot.backoff = INITIAL_BACKOFF;
         }
-        let restarts = match policy.as_str() {
-            "Always" => true,
-            "OnFailure" => exit.exit_code != 0,
-            _ => false,
-        };
+        let restarts = pod_status::restarts(&policy, init, exit.exit_code);
         slot.record.ready = false;
         slot.record.started = false;
         slot.readiness = None;
