@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) on
 # loopback, for the operator's tests and `make run`. There is no kubelet: pods are created
-# but never run.
+# but never run, unless the test kit's node agent plays one (docs/local-cluster.md).
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
