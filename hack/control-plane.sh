@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the control plane of a one-node Kubernetes cluster on loopback (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler), for the operator's tests, `make run` and OLM
-# (hack/olm.sh). There is no kubelet and no node here: pods are created, and scheduled once
-# something registers a Node, but nothing runs them.
+# (hack/olm.sh). There is no kubelet here: pods are created, and scheduled once something
+# registers a Node; the test kit's node agent plays that node (docs/local-cluster.md).
 #
 # Everything listens on 127.0.0.0/8 only, Services included: the service range is the
 # loopback 127.0.96.0/24 (the `kubernetes` Service is 127.0.96.1), so whatever listens on

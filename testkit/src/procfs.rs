@@ -76,6 +76,21 @@ pub fn cpu_time(pid: u32) -> Result<Duration, ProcfsError> {
     Ok(Duration::from_millis(total * 1000 / CLOCK_TICKS))
 }
 
+/// When process `pid` started, in clock ticks after boot (`starttime`, field 22 of
+/// `/proc/PID/stat`): with the pid, it names one process, even after its pid is reused.
+pub fn start_ticks(pid: u32) -> Result<u64, ProcfsError> {
+    let (path, stat) = read(pid, "stat")?;
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    after_name
+        .split_whitespace()
+        .nth(19)
+        .and_then(|value| value.parse::<u64>().ok())
+        .ok_or(ProcfsError::MissingField {
+            path,
+            field: "starttime",
+        })
+}
+
 /// The read system calls process `pid` has made: `syscr` of `/proc/PID/io`.
 pub fn read_syscalls(pid: u32) -> Result<u64, ProcfsError> {
     let (path, io) = read(pid, "io")?;
@@ -99,6 +114,14 @@ fn read(pid: u32, file: &str) -> Result<(PathBuf, String), ProcfsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_keeps_its_start_time() {
+        let me = std::process::id();
+        let first = start_ticks(me).unwrap();
+        assert_eq!(start_ticks(me).unwrap(), first);
+        assert!(first > 0);
+    }
 
     #[test]
     fn this_process_has_resident_memory_cpu_time_and_reads() {
