@@ -41,11 +41,13 @@ clippy:
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
 	  -- -D warnings
 
-## test-rust: unit and integration tests of every crate, then the end-to-end tests, which plain
-## `cargo test` lists as ignored (they start their own control plane from .tools/bin).
+## test-rust: unit and integration tests of every crate, then the end-to-end tests of the
+## operator and of the node agent, which plain `cargo test` lists as ignored (they start their
+## own control plane from .tools/bin).
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
-	$(CARGO) test --locked --test e2e -- --ignored
+	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
+	$(CARGO) test --locked -p testkit --test node_agent -- --ignored
 
 ## test: everything CI runs.
 test: lint deny test-rust validate fuzz-smoke
