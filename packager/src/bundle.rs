@@ -91,6 +91,28 @@ fn features() -> [(&'static str, &'static str); 10] {
     ]
 }
 
+/// The prefix of the CSV label that declares an operating system supported.
+pub const OS_LABEL_PREFIX: &str = "operatorframework.io/os.";
+/// The prefix of the CSV label that declares a CPU architecture supported.
+pub const ARCH_LABEL_PREFIX: &str = "operatorframework.io/arch.";
+
+/// The CSV's labels: `operatorframework.io/os.<os>` and `operatorframework.io/arch.<arch>`
+/// set to `supported` for each platform of `release::PLATFORMS`, and nothing else. Consoles
+/// and OperatorHub filter packages by them; the Deployment's node affinity requires the same
+/// platforms.
+pub fn platform_labels() -> BTreeMap<String, String> {
+    release::PLATFORMS
+        .iter()
+        .flat_map(|platform| {
+            [
+                format!("{OS_LABEL_PREFIX}{}", platform.os),
+                format!("{ARCH_LABEL_PREFIX}{}", platform.arch),
+            ]
+        })
+        .map(|key| (key, "supported".to_string()))
+        .collect()
+}
+
 /// The webhook description of one entry of the webhook table.
 pub fn webhook_description(entry: &webhook::Webhook) -> WebhookDescription {
     let rules = match entry.kind {
@@ -188,6 +210,7 @@ pub fn cluster_service_version(
         metadata: ObjectMeta {
             name: Some(release::csv_name(&options.version)),
             annotations: Some(annotations),
+            labels: Some(platform_labels()),
             ..ObjectMeta::default()
         },
         spec: CsvSpec {
