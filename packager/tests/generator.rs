@@ -10,6 +10,7 @@ use std::process::Command;
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator};
@@ -354,6 +355,78 @@ fn the_deployment_requires_nodes_of_the_listed_platforms_with_and_without_olm() 
             "{pod:?}"
         );
     }
+}
+
+#[test]
+fn the_network_policies_select_the_operator_pods_and_admit_only_the_metrics_and_webhook_ports() {
+    let files = plan().render().expect("renders");
+    let manager: Deployment = rendered(&files, "config/manager/manager.yaml");
+    let pod_labels = manager
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.labels)
+        .expect("pod labels");
+    let metrics = i32::from(operator::METRICS_PORT);
+    let webhook = i32::from(operator::WEBHOOK_PORT);
+    for (dir, suffix) in [
+        (
+            "bundle/manifests/memcached-operator-",
+            "_networking.k8s.io_v1_networkpolicy.yaml",
+        ),
+        ("config/network-policy/", ".yaml"),
+    ] {
+        let mut admitted = BTreeMap::new();
+        for name in ["allow-metrics-traffic", "allow-webhook-traffic"] {
+            let policy: NetworkPolicy = rendered(&files, &format!("{dir}{name}{suffix}"));
+            let spec = policy.spec.expect("spec");
+            assert_eq!(
+                spec.pod_selector.and_then(|s| s.match_labels).as_ref(),
+                Some(&pod_labels),
+                "{name}"
+            );
+            assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]));
+            let rules = spec.ingress.expect("ingress");
+            assert_eq!(rules.len(), 1, "{name}");
+            let ports: Vec<(Option<IntOrString>, Option<String>, Option<i32>)> = rules[0]
+                .ports
+                .iter()
+                .flatten()
+                .map(|p| (p.port.clone(), p.protocol.clone(), p.end_port))
+                .collect();
+            admitted.insert(name, (ports, rules[0].from.clone()));
+        }
+        let tcp = |port| vec![(Some(IntOrString::Int(port)), Some("TCP".to_string()), None)];
+        let (metrics_ports, metrics_from) = &admitted["allow-metrics-traffic"];
+        assert_eq!(metrics_ports, &tcp(metrics));
+        let peers = metrics_from
+            .clone()
+            .expect("metrics come from labelled namespaces");
+        assert_eq!(peers.len(), 1);
+        assert_eq!(peers[0].pod_selector, None);
+        assert_eq!(peers[0].ip_block, None);
+        assert_eq!(
+            peers[0]
+                .namespace_selector
+                .clone()
+                .and_then(|s| s.match_labels),
+            Some(BTreeMap::from([(
+                "metrics".to_string(),
+                "enabled".to_string()
+            )]))
+        );
+        let (webhook_ports, webhook_from) = &admitted["allow-webhook-traffic"];
+        assert_eq!(webhook_ports, &tcp(webhook));
+        assert_eq!(webhook_from, &None, "webhook calls may come from anywhere");
+    }
+
+    let default: serde_json::Value = rendered(&files, "config/default/kustomization.yaml");
+    assert!(
+        default["resources"]
+            .as_array()
+            .expect("resources")
+            .contains(&serde_json::json!("../network-policy")),
+        "{default}"
+    );
 }
 
 #[test]
