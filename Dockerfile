@@ -1,5 +1,7 @@
 # The operator image: built with a pinned Rust on Alpine (a static musl binary, so it runs on
 # any base) and shipped on Red Hat's UBI 9 micro, as OpenShift certification expects.
+# It is built for the building machine's platform; the platforms the bundle claims are
+# PLATFORMS in packager/src/release.rs (docs/packaging.md, Platforms).
 
 FROM docker.io/library/rust:1.95.0-alpine AS builder
 WORKDIR /src

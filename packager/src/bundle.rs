@@ -1,6 +1,6 @@
 //! Builds the operator's registry+v1 bundle: the CSV (from the API types, the webhook table,
-//! the RBAC declaration and the release facts), the CRD, the metrics Service, the bundle
-//! metadata, the scorecard configuration and `bundle.Dockerfile`.
+//! the RBAC declaration and the release facts), the CRD, the metrics Service, the network
+//! policies, the bundle metadata, the scorecard configuration and `bundle.Dockerfile`.
 //!
 //! Building is pure: options in, objects and file contents out. Checking OLM's rules and
 //! writing are `generate`'s job.
@@ -21,7 +21,7 @@ use super::csv::{
     StrategyDeploymentPermissions, StrategyDetailsDeployment, WebhookDescription,
 };
 use super::files::{Files, FilesError};
-use super::{deployment, descriptors, release, samples};
+use super::{deployment, descriptors, network_policy, release, samples};
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator, rbac};
 
@@ -89,6 +89,28 @@ fn features() -> [(&'static str, &'static str); 10] {
         ("token-auth-azure", "false"),
         ("token-auth-gcp", "false"),
     ]
+}
+
+/// The prefix of the CSV label that declares an operating system supported.
+pub const OS_LABEL_PREFIX: &str = "operatorframework.io/os.";
+/// The prefix of the CSV label that declares a CPU architecture supported.
+pub const ARCH_LABEL_PREFIX: &str = "operatorframework.io/arch.";
+
+/// The CSV's labels: `operatorframework.io/os.<os>` and `operatorframework.io/arch.<arch>`
+/// set to `supported` for each platform of `release::PLATFORMS`, and nothing else. Consoles
+/// and OperatorHub filter packages by them; the Deployment's node affinity requires the same
+/// platforms.
+pub fn platform_labels() -> BTreeMap<String, String> {
+    release::PLATFORMS
+        .iter()
+        .flat_map(|platform| {
+            [
+                format!("{OS_LABEL_PREFIX}{}", platform.os),
+                format!("{ARCH_LABEL_PREFIX}{}", platform.arch),
+            ]
+        })
+        .map(|key| (key, "supported".to_string()))
+        .collect()
 }
 
 /// The webhook description of one entry of the webhook table.
@@ -188,6 +210,7 @@ pub fn cluster_service_version(
         metadata: ObjectMeta {
             name: Some(release::csv_name(&options.version)),
             annotations: Some(annotations),
+            labels: Some(platform_labels()),
             ..ObjectMeta::default()
         },
         spec: CsvSpec {
@@ -418,6 +441,13 @@ pub fn files(
         &format!("{manifests}/{METRICS_SERVICE_NAME}_v1_service.yaml"),
         &metrics_service(None),
     )?;
+    for policy in network_policy::all(None) {
+        let name = policy.metadata.name.clone().unwrap_or_default();
+        files.yaml(
+            &format!("{manifests}/{name}_networking.k8s.io_v1_networkpolicy.yaml"),
+            &policy,
+        )?;
+    }
     let annotations: BTreeMap<&str, String> = annotations().into_iter().collect();
     files.yaml(
         &format!("{BUNDLE_DIR}/metadata/annotations.yaml"),

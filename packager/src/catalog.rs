@@ -69,6 +69,7 @@ fn bundle(csv: &ClusterServiceVersion, bundle_image: &str) -> Result<Value, serd
             "displayName": spec.display_name,
             "installModes": serde_json::to_value(&spec.install_modes)?,
             "keywords": spec.keywords,
+            "labels": csv.metadata.labels,
             "links": serde_json::to_value(&spec.links)?,
             "maintainers": serde_json::to_value(&spec.maintainers)?,
             "maturity": spec.maturity,

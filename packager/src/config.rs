@@ -1,7 +1,7 @@
 //! Builds the kustomize trees under `config/` that install the operator without OLM: the CRD
 //! (with its conversion webhook), RBAC, the manager Deployment, the webhook Service and
-//! configurations, cert-manager's Issuer and Certificate, samples, and `default/` tying them
-//! together.
+//! configurations, cert-manager's Issuer and Certificate, the network policies, samples, and
+//! `default/` tying them together.
 //!
 //! Every name and namespace is written out in full (no `namePrefix`), so the Service named in
 //! the webhook configurations, the CRD's conversion and the Certificate's DNS names is the
@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use super::bundle::{crd_file_name, metrics_service};
 use super::deployment;
 use super::files::{Files, FilesError};
+use super::network_policy;
 use super::release;
 use super::samples;
 use memcached_operator::webhook::{self, WebhookKind};
@@ -393,6 +394,20 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
         &kustomization(&["service.yaml", "validating.yaml", "mutating.yaml"]),
     )?;
 
+    let [metrics_policy, webhook_policy] = network_policy::all(Some(NAMESPACE));
+    files.yaml(
+        "config/network-policy/allow-metrics-traffic.yaml",
+        &metrics_policy,
+    )?;
+    files.yaml(
+        "config/network-policy/allow-webhook-traffic.yaml",
+        &webhook_policy,
+    )?;
+    files.yaml(
+        "config/network-policy/kustomization.yaml",
+        &kustomization(&["allow-metrics-traffic.yaml", "allow-webhook-traffic.yaml"]),
+    )?;
+
     files.yaml("config/certmanager/issuer.yaml", &issuer())?;
     files.yaml("config/certmanager/certificate.yaml", &certificate())?;
     files.yaml(
@@ -454,7 +469,13 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
         "config/default/manager_webhook_patch.yaml",
         &manager_webhook_patch(),
     )?;
-    let mut default = kustomization(&["../crd", "../rbac", "../manager", "../webhook"]);
+    let mut default = kustomization(&[
+        "../crd",
+        "../rbac",
+        "../manager",
+        "../webhook",
+        "../network-policy",
+    ]);
     default["namespace"] = json!(NAMESPACE);
     default["components"] = json!(["../certmanager"]);
     default["patches"] = json!([{"path": "manager_webhook_patch.yaml"}]);

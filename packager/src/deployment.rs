@@ -3,15 +3,17 @@
 //!
 //! Ports, names and environment come from `operator`; the security context is the restricted
 //! Pod Security Standard and fits OpenShift's restricted-v2 SCC (no fixed user: OpenShift
-//! assigns one from the namespace's range).
+//! assigns one from the namespace's range). A required node affinity keeps the pods on the
+//! platforms the image is built for (`release::PLATFORMS`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    SeccompProfile, SecurityContext,
+    Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
+    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -33,6 +35,11 @@ pub const METRICS_PORT_NAME: &str = "metrics";
 pub const LIVENESS_PATH: &str = "/healthz";
 /// Path of the readiness probe.
 pub const READINESS_PATH: &str = "/readyz";
+
+/// The well-known node label with the node's operating system.
+pub const OS_NODE_LABEL: &str = "kubernetes.io/os";
+/// The well-known node label with the node's CPU architecture.
+pub const ARCH_NODE_LABEL: &str = "kubernetes.io/arch";
 
 /// Labels of the operator's pods; Services select them.
 pub fn pod_labels() -> BTreeMap<String, String> {
@@ -131,6 +138,67 @@ pub fn container(image: &str) -> Container {
     }
 }
 
+fn node_requirement(key: &str, value: &str) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.to_string(),
+        operator: "In".to_string(),
+        values: Some(vec![value.to_string()]),
+    }
+}
+
+/// One node selector term per platform of `release::PLATFORMS`: the node's OS and
+/// architecture are that platform's. Terms are ORed, so a node of any listed platform fits.
+pub fn platform_terms() -> Vec<NodeSelectorTerm> {
+    release::PLATFORMS
+        .iter()
+        .map(|platform| NodeSelectorTerm {
+            match_expressions: Some(vec![
+                node_requirement(OS_NODE_LABEL, platform.os),
+                node_requirement(ARCH_NODE_LABEL, platform.arch),
+            ]),
+            match_fields: None,
+        })
+        .collect()
+}
+
+/// `affinity` with the platforms made a scheduling requirement. Pod (anti-)affinity and
+/// preferred node terms are kept; required node terms that were already there are each
+/// narrowed to every platform (a term ANDs its expressions), so a pod needs both what was
+/// required and a listed platform.
+pub fn require_platforms(affinity: Affinity) -> Affinity {
+    let mut node_affinity: NodeAffinity = affinity.node_affinity.unwrap_or_default();
+    let existing = node_affinity
+        .required_during_scheduling_ignored_during_execution
+        .take()
+        .map(|selector| selector.node_selector_terms)
+        .unwrap_or_default();
+    let platforms = platform_terms();
+    let terms = if existing.is_empty() {
+        platforms
+    } else {
+        existing
+            .iter()
+            .flat_map(|term| {
+                platforms.iter().map(move |platform| {
+                    let mut narrowed = term.clone();
+                    narrowed
+                        .match_expressions
+                        .get_or_insert_with(Vec::new)
+                        .extend(platform.match_expressions.iter().flatten().cloned());
+                    narrowed
+                })
+            })
+            .collect()
+    };
+    node_affinity.required_during_scheduling_ignored_during_execution = Some(NodeSelector {
+        node_selector_terms: terms,
+    });
+    Affinity {
+        node_affinity: Some(node_affinity),
+        ..affinity
+    }
+}
+
 /// The Deployment's spec, running `image`.
 pub fn spec(image: &str) -> DeploymentSpec {
     let labels = pod_labels();
@@ -168,7 +236,7 @@ pub fn spec(image: &str) -> DeploymentSpec {
                     ..PodSecurityContext::default()
                 }),
                 termination_grace_period_seconds: Some(10),
-                affinity: Some(prefer_distinct_nodes(labels)),
+                affinity: Some(require_platforms(prefer_distinct_nodes(labels))),
                 ..PodSpec::default()
             }),
         },
@@ -195,6 +263,71 @@ mod tests {
             ctx.capabilities.and_then(|c| c.drop),
             Some(vec!["ALL".to_string()])
         );
+    }
+
+    fn term(pairs: &[(&str, &str)]) -> NodeSelectorTerm {
+        NodeSelectorTerm {
+            match_expressions: Some(pairs.iter().map(|(k, v)| node_requirement(k, v)).collect()),
+            match_fields: None,
+        }
+    }
+
+    #[test]
+    fn requiring_platforms_keeps_pod_anti_affinity_and_preferred_node_terms() {
+        let preferred = vec![k8s_openapi::api::core::v1::PreferredSchedulingTerm {
+            weight: 10,
+            preference: term(&[("disk", "ssd")]),
+        }];
+        let before = Affinity {
+            node_affinity: Some(NodeAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(preferred.clone()),
+                required_during_scheduling_ignored_during_execution: None,
+            }),
+            ..prefer_distinct_nodes(pod_labels())
+        };
+        let after = require_platforms(before.clone());
+        assert_eq!(after.pod_anti_affinity, before.pod_anti_affinity);
+        let node = after.node_affinity.expect("node affinity");
+        assert_eq!(
+            node.preferred_during_scheduling_ignored_during_execution,
+            Some(preferred)
+        );
+        assert_eq!(
+            node.required_during_scheduling_ignored_during_execution
+                .map(|s| s.node_selector_terms),
+            Some(platform_terms())
+        );
+    }
+
+    #[test]
+    fn requiring_platforms_narrows_each_required_term_already_there() {
+        let before = Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: vec![term(&[("zone", "a")]), term(&[("zone", "b")])],
+                }),
+                ..NodeAffinity::default()
+            }),
+            ..Affinity::default()
+        };
+        let terms = require_platforms(before)
+            .node_affinity
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .map(|s| s.node_selector_terms)
+            .expect("required terms");
+        assert_eq!(terms.len(), 2 * release::PLATFORMS.len());
+        for zone in ["a", "b"] {
+            for platform in release::PLATFORMS {
+                assert!(
+                    terms.contains(&term(&[
+                        ("zone", zone),
+                        (OS_NODE_LABEL, platform.os),
+                        (ARCH_NODE_LABEL, platform.arch),
+                    ])),
+                    "{terms:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -42,6 +42,30 @@ pub const MIN_KUBE_VERSION: &str = "1.30.0";
 /// The oldest OpenShift release the bundle is for (Kubernetes 1.30).
 pub const OPENSHIFT_VERSIONS: &str = "v4.17";
 
+/// A platform the operator image is built for, spelled as Kubernetes spells it: the values of
+/// the `kubernetes.io/os` and `kubernetes.io/arch` node labels (Go's `GOOS` and `GOARCH`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImagePlatform {
+    /// `linux`, ...
+    pub os: &'static str,
+    /// `amd64`, `arm64`, ...
+    pub arch: &'static str,
+}
+
+/// Every platform the operator image is built for, and so the only ones it claims. The CSV's
+/// `operatorframework.io/os.*` and `operatorframework.io/arch.*` labels and the operator
+/// Deployment's required node affinity (in the CSV and in `config/manager`) are derived from
+/// this list and from nothing else.
+///
+/// `Dockerfile` compiles the operator for the architecture of the machine that builds the
+/// image, and release images are built on amd64 Linux. Add a platform here only once its
+/// image is built and pushed (docs/packaging.md, "Platforms"): e.g.
+/// `ImagePlatform { os: "linux", arch: "arm64" }`.
+pub const PLATFORMS: &[ImagePlatform] = &[ImagePlatform {
+    os: "linux",
+    arch: "amd64",
+}];
+
 /// Where the binary sits in the operator image (the Dockerfile copies it there; a test reads
 /// the Dockerfile).
 pub const BINARY_PATH: &str = "/usr/local/bin/memcached-operator";
