@@ -272,11 +272,7 @@ stop() {
   fi
   rm -rf "$RUN" "$PKI" "$STATE/kubectl-cache"
   rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url"
-  if ((${#stopped[@]})); then
-    log "stopped ${stopped[*]}"
-  else
-    log "not running"
-  fi
+  report_stopped "${stopped[@]}"
 }
 
 status() {

@@ -198,11 +198,7 @@ stop() {
   done
   rm -rf "$RUN" "$PKI"
   rmdir "$OLM_STATE" 2>/dev/null || true
-  if ((${#stopped[@]})); then
-    log "stopped ${stopped[*]}"
-  else
-    log "not running"
-  fi
+  report_stopped "${stopped[@]}"
 }
 
 status() {

@@ -145,3 +145,12 @@ print_processes() {
   done
   return "$all"
 }
+
+# report_stopped NAME...: logs which components a stop stopped, or that nothing ran.
+report_stopped() {
+  if (($#)); then
+    log "stopped $*"
+  else
+    log "not running"
+  fi
+}
