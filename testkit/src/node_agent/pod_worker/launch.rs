@@ -233,7 +233,10 @@ impl Worker {
                 program: resolved.program,
                 argv: resolved.argv,
                 env: full_env,
-                working_dir: spec.working_dir.as_deref().map(PathBuf::from),
+                // A container runtime starts the process in the image's WORKDIR, `/` when
+                // the image sets none (none of the mapped images does): never in the agent's
+                // own directory, where relative paths would reach the repository.
+                working_dir: Some(PathBuf::from(spec.working_dir.as_deref().unwrap_or("/"))),
                 mounts,
                 pod_ip: self.pod_ip.to_string(),
                 log: logs.join(format!("{}.log", spec.name)),
