@@ -368,8 +368,22 @@ mod tests {
                 entrypoint: vec!["memcached".to_string()],
                 cmd: vec!["-m".to_string(), "64".to_string()],
                 path: Some("/usr/local/bin:/usr/bin".to_string()),
+                user: Some("11211".to_string()),
             },
         )
+    }
+
+    #[test]
+    fn the_image_user_is_resolved_with_its_group_defaulting_to_the_uid() {
+        let resolved = table()
+            .resolve("docker.io/library/memcached:1.6", "c", &[], &[], &[])
+            .unwrap();
+        assert_eq!(resolved.user, Some((11211, 11211)));
+        assert_eq!(parse_user("i", "1000:2000"), Ok((1000, 2000)));
+        assert!(matches!(
+            parse_user("i", "memcache"),
+            Err(ImageError::BadUser { .. })
+        ));
     }
 
     fn strings(words: &[&str]) -> Vec<String> {
