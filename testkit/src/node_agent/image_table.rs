@@ -249,6 +249,8 @@ impl ImageTable {
                     operator.to_path_buf(),
                 )]),
                 entrypoint: vec!["/usr/local/bin/memcached-operator".to_string()],
+                // The Dockerfile's USER.
+                user: Some("65532:65532".to_string()),
                 ..ImageEntry::default()
             },
         );
