@@ -69,9 +69,10 @@ deny: tool-cargo-deny
 	  echo "      ($$(grep . .tools/deny-fetch.log | tail -n 1)); licenses, bans and sources are checked"; \
 	fi
 
-## run: run the operator. Without KUBECONFIG: a local control plane, the CRD, OLM-style
-## webhook wiring and the samples, with the operator in the foreground (Ctrl-C stops all).
-## With KUBECONFIG: the operator alone against that cluster (see README).
+## run: run the operator. Without KUBECONFIG: installs it through the real OLM on a local
+## control plane whose node is the test kit's node agent, then the samples, and follows the
+## operator's logs (Ctrl-C stops all; RUN_OLM=0: the operator alone in the foreground with
+## OLM-style webhook wiring). With KUBECONFIG: the operator alone against that cluster.
 run: build test-tools
 	hack/run.sh
 

@@ -50,8 +50,12 @@ SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
 # them): the pods of StatefulSets, Deployments (through ReplicaSets) and Jobs (OLM unpacks
 # bundles with Jobs); Endpoints and EndpointSlices of Services; cascading deletion;
 # namespace deletion; and the `default` ServiceAccount (plus its kube-root-ca.crt ConfigMap)
-# that ServiceAccount admission wants, with the tokens of ServiceAccount token Secrets.
-CONTROLLERS=garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,job-controller,endpoints-controller,endpointslice-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
+# that ServiceAccount admission wants, with the tokens of ServiceAccount token Secrets; and
+# the node lifecycle controller, which lifts the `node.kubernetes.io/not-ready:NoSchedule`
+# taint the API server puts on every new Node once the Node reports Ready (without it the
+# scheduler never places a pod on a node the node agent registers). Taint-based eviction
+# (taint-eviction-controller) stays off: a stopped node agent leaves its pods bound.
+CONTROLLERS=node-lifecycle-controller,garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,job-controller,endpoints-controller,endpointslice-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { printf 'control-plane: error: %s\n' "$*" >&2; exit 1; }

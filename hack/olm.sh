@@ -35,6 +35,13 @@
 #   OLM_UTIL_IMAGE     the image with OLM's `cpb` utility, for the same Jobs (default: OLM's
 #                      image at the olm pin)
 #   OLM_TIMEOUT        seconds start waits for readiness (default 60)
+#   OLM_KEEP_8080_FREE 1: leave port 8080 to pods that run on this machine (the node agent's:
+#                      the operator's pods serve metrics on their pod IP's 8080, which olm's
+#                      *:8080 would block). olm then gets catalog's certificate too, which
+#                      moves its health server to *:8443; catalog, started first, holds that
+#                      port, so olm's bind fails (OLM only logs it) and olm counts as ready
+#                      when it runs and has reconciled the OLMConfig `cluster`. `make run`
+#                      sets it.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -51,6 +58,7 @@ COMPONENTS=(olm catalog)
 NAMESPACE=olm
 # The ports OLM's health servers bind (pkg/lib/server: ":8080", or ":8443" with TLS).
 OLM_HEALTH_PORT=8080
+KEEP_8080_FREE="${OLM_KEEP_8080_FREE:-0}"
 CATALOG_HEALTH_PORT=8443
 
 log() { printf 'olm: %s\n' "$*" >&2; }
@@ -80,7 +88,16 @@ healthy() {
   curl -fsS -o /dev/null --max-time 2 "$@"
 }
 
-olm_healthy() { healthy olm "$OLM_HEALTH_PORT" "http://127.0.0.1:$OLM_HEALTH_PORT/healthz"; }
+olm_healthy() {
+  if [[ "$KEEP_8080_FREE" == 1 ]]; then
+    # No health server of its own (see OLM_KEEP_8080_FREE): running, and the OLMConfig
+    # reconciled.
+    [[ -n "$(pid_of olm)" ]] &&
+      [[ -n "$(kubectl get olmconfig cluster -o 'jsonpath={.status.conditions[?(@.type=="DisabledCopiedCSVs")].status}' 2>/dev/null)" ]]
+    return
+  fi
+  healthy olm "$OLM_HEALTH_PORT" "http://127.0.0.1:$OLM_HEALTH_PORT/healthz"
+}
 catalog_healthy() {
   healthy catalog "$CATALOG_HEALTH_PORT" --cacert "$STATE/pki/ca.crt" \
     "https://127.0.0.1:$CATALOG_HEALTH_PORT/healthz"
@@ -131,6 +148,17 @@ metadata:
 EOF
 }
 
+launch_catalog() {
+  launch catalog \
+    --kubeconfig "$KUBECONFIG_FILE" \
+    --namespace "$NAMESPACE" \
+    --opmImage "$opm_image" \
+    --util-image "$util_image" \
+    --set-workload-user-id=false \
+    --tls-cert "$PKI/catalog.crt" \
+    --tls-key "$PKI/catalog.key"
+}
+
 start() {
   local name running=() owner port t0=$EPOCHREALTIME
   for name in "${COMPONENTS[@]}"; do
@@ -153,7 +181,9 @@ start() {
     die "the local control plane in $STATE is not running: start it with hack/control-plane.sh start"
   "$ROOT/hack/tools.sh" olm
   command -v curl >/dev/null || die "curl is not installed (needed to check OLM's health)"
-  for port in "$OLM_HEALTH_PORT" "$CATALOG_HEALTH_PORT"; do
+  local ports=("$OLM_HEALTH_PORT" "$CATALOG_HEALTH_PORT")
+  [[ "$KEEP_8080_FREE" != 1 ]] || ports=("$CATALOG_HEALTH_PORT")
+  for port in "${ports[@]}"; do
     owner="$(port_owner "$port")"
     [[ -z "$owner" && -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]] ||
       die "port $port is taken (${owner:-by a process this user cannot see}): OLM serves its health there; is another OLM running?"
@@ -168,21 +198,24 @@ start() {
   install_objects
   sign_catalog_certificate
 
+  local olm_tls=()
+  if [[ "$KEEP_8080_FREE" == 1 ]]; then
+    # catalog first, so that it holds 8443 and olm's bind there is the one that fails.
+    launch_catalog
+    WAITING_ON=catalog wait_for "catalog /healthz on port $CATALOG_HEALTH_PORT" catalog_healthy
+    olm_tls=(--tls-cert "$PKI/catalog.crt" --tls-key "$PKI/catalog.key")
+  fi
   # olm reads its kubeconfig from KUBECONFIG only; OPERATOR_NAMESPACE and OPERATOR_NAME are
   # what its Deployment sets.
   KUBECONFIG="$KUBECONFIG_FILE" OPERATOR_NAMESPACE="$NAMESPACE" OPERATOR_NAME=olm-operator \
-    launch olm --namespace "$NAMESPACE"
-  launch catalog \
-    --kubeconfig "$KUBECONFIG_FILE" \
-    --namespace "$NAMESPACE" \
-    --opmImage "$opm_image" \
-    --util-image "$util_image" \
-    --set-workload-user-id=false \
-    --tls-cert "$PKI/catalog.crt" \
-    --tls-key "$PKI/catalog.key"
-
-  WAITING_ON=olm wait_for "olm /healthz on port $OLM_HEALTH_PORT" olm_healthy
-  WAITING_ON=catalog wait_for "catalog /healthz on port $CATALOG_HEALTH_PORT" catalog_healthy
+    launch olm --namespace "$NAMESPACE" "${olm_tls[@]}"
+  if [[ "$KEEP_8080_FREE" == 1 ]]; then
+    WAITING_ON=olm wait_for "olm to run and reconcile the OLMConfig cluster (port 8080 left free)" olm_healthy
+  else
+    launch_catalog
+    WAITING_ON=olm wait_for "olm /healthz on port $OLM_HEALTH_PORT" olm_healthy
+    WAITING_ON=catalog wait_for "catalog /healthz on port $CATALOG_HEALTH_PORT" catalog_healthy
+  fi
   trap - EXIT
 
   local elapsed

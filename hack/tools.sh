@@ -9,7 +9,8 @@
 #   kube          kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
 #                 (k8s.io/kubernetes)
 #   etcd          etcd server (go.etcd.io/etcd/server/v3)
-#   olm           OLM v0's olm and catalog operators (github.com/operator-framework/
+#   olm           OLM v0's olm and catalog operators and cpb, the bundle copier of OLM's util
+#                 image that bundle-unpack Jobs run (github.com/operator-framework/
 #                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
@@ -67,7 +68,7 @@ CARGO_DENY_VERSION=0.20.2
 binaries_of() {
   case "$1" in
     kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
-    olm) echo olm catalog ;;
+    olm) echo olm catalog cpb ;;
     *) echo "$1" ;;
   esac
 }
@@ -205,11 +206,11 @@ build_olm() {
     /^\t/ && ($1 in want) && want[$1] != $2 { print $1 " " $2 " (OLM requires " want[$1] ")" }' \
     "$upstream" "$ROOT/hack/olm/go.mod")"
   [[ -z "$bad" ]] || die "hack/olm/go.mod: these requirements differ from $module@$v's:"$'\n'"$bad"
-  log "building olm, catalog $v (about 4 minutes on a cold cache)..."
+  log "building olm, catalog, cpb $v (about 4 minutes on a cold cache)..."
   # As OLM's Makefile builds them: the json1 tag, static, stripped, the version stamped.
   go_build olm -tags json1 -ldflags "-s -w -X $module/pkg/version.OLMVersion=$v \
 -X $module/pkg/version.GitCommit=$OLM_COMMIT" \
-    -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog"
+    -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog" "$module/util/cpb"
   dir="$(olm_module_field Dir)"
   [[ -d "$dir/deploy/chart/crds" ]] || die "$module@$v has no deploy/chart/crds/ (in '$dir')"
   rm -rf "$OLM_CRDS"

@@ -107,7 +107,7 @@ impl AtomicWriter {
             return Ok(false);
         }
         let stamp = jiff::Timestamp::now()
-            .strftime("..%Y_%m_%d_%H_%M_%S.%f")
+            .strftime("..%Y_%m_%d_%H_%M_%S.%N")
             .to_string();
         let mut fresh = self.dir.join(&stamp);
         let mut n = 0;

@@ -53,6 +53,14 @@ pub enum ImageError {
         /// The in-image paths looked at.
         searched: String,
     },
+    /// The entry's user is not numeric `UID[:GID]`.
+    #[error("image {image:?}: user {user:?} is not UID or UID:GID")]
+    BadUser {
+        /// The image reference.
+        image: String,
+        /// The user as the entry spells it.
+        user: String,
+    },
     /// The table file could not be read or parsed.
     #[error("image table {}: {message}", .path.display())]
     File {
@@ -79,6 +87,10 @@ pub struct ImageEntry {
     /// The image's `PATH`; [`DEFAULT_PATH`] when absent.
     #[serde(default)]
     pub path: Option<String>,
+    /// The image's USER as numeric `UID` or `UID:GID` (the group defaults to the uid); a
+    /// container runtime runs the process as it. Absent: root.
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 /// What a container runs, resolved against its image.
@@ -93,6 +105,8 @@ pub struct ResolvedCommand {
     /// In-image path -> host path pairs to bind into the process's mount namespace (the
     /// entries whose host path differs from the in-image path).
     pub binds: Vec<(PathBuf, PathBuf)>,
+    /// The image's user and group ids, when it names a USER.
+    pub user: Option<(u32, u32)>,
 }
 
 /// Image reference (`repository[:tag]`, as pods spell it) -> entry.
@@ -205,11 +219,17 @@ impl ImageTable {
             .filter(|(in_image, host)| Path::new(in_image.as_str()) != host.as_path())
             .map(|(in_image, host)| (PathBuf::from(in_image), host.clone()))
             .collect();
+        let user = entry
+            .user
+            .as_deref()
+            .map(|user| parse_user(image, user))
+            .transpose()?;
         Ok(ResolvedCommand {
             program: host,
             argv,
             path,
             binds,
+            user,
         })
     }
 
@@ -229,6 +249,8 @@ impl ImageTable {
                     operator.to_path_buf(),
                 )]),
                 entrypoint: vec!["/usr/local/bin/memcached-operator".to_string()],
+                // The Dockerfile's USER.
+                user: Some("65532:65532".to_string()),
                 ..ImageEntry::default()
             },
         );
@@ -241,6 +263,9 @@ impl ImageTable {
                         PathBuf::from("/usr/bin/memcached"),
                     )]),
                     entrypoint: vec!["memcached".to_string()],
+                    // The memcached images' USER memcache (uid and gid 11211): memcached
+                    // refuses to run as root.
+                    user: Some("11211:11211".to_string()),
                     ..ImageEntry::default()
                 },
             );
@@ -277,6 +302,24 @@ impl ImageTable {
             },
         )
     }
+}
+
+/// `UID` or `UID:GID`, numeric.
+fn parse_user(image: &str, user: &str) -> Result<(u32, u32), ImageError> {
+    let bad = || ImageError::BadUser {
+        image: image.to_string(),
+        user: user.to_string(),
+    };
+    let (uid, gid) = match user.split_once(':') {
+        Some((uid, gid)) => (uid, Some(gid)),
+        None => (user, None),
+    };
+    let uid: u32 = uid.parse().map_err(|_| bad())?;
+    let gid: u32 = match gid {
+        Some(gid) => gid.parse().map_err(|_| bad())?,
+        None => uid,
+    };
+    Ok((uid, gid))
 }
 
 /// The host path of `path` through the longest of `maps` (in-container path -> host path)
@@ -327,8 +370,22 @@ mod tests {
                 entrypoint: vec!["memcached".to_string()],
                 cmd: vec!["-m".to_string(), "64".to_string()],
                 path: Some("/usr/local/bin:/usr/bin".to_string()),
+                user: Some("11211".to_string()),
             },
         )
+    }
+
+    #[test]
+    fn the_image_user_is_resolved_with_its_group_defaulting_to_the_uid() {
+        let resolved = table()
+            .resolve("docker.io/library/memcached:1.6", "c", &[], &[], &[])
+            .unwrap();
+        assert_eq!(resolved.user, Some((11211, 11211)));
+        assert_eq!(parse_user("i", "1000:2000"), Ok((1000, 2000)));
+        assert!(matches!(
+            parse_user("i", "memcache"),
+            Err(ImageError::BadUser { .. })
+        ));
     }
 
     fn strings(words: &[&str]) -> Vec<String> {

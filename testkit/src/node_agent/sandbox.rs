@@ -78,6 +78,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// The working directory, inside the namespace.
     pub working_dir: Option<PathBuf>,
+    /// The user and group ids to run as (after the mounts are made); `None`: the agent's.
+    pub user: Option<(u32, u32)>,
     /// Bind mounts, in order.
     pub mounts: Vec<Mount>,
     /// The pod's IP, for the shim.
@@ -244,6 +246,7 @@ pub fn spawn(launch: &Launch) -> Result<Child, SandboxError> {
         .map(|m| Ok((c_path(&m.source)?, c_path(&m.target)?, m.read_only)))
         .collect::<Result<_, SandboxError>>()?;
     let working_dir = launch.working_dir.as_deref().map(c_path).transpose()?;
+    let user = launch.user;
     let mut command = Command::new(&launch.program);
     command
         .arg0(launch.argv.first().cloned().unwrap_or_default())
@@ -278,6 +281,13 @@ pub fn spawn(launch: &Launch) -> Result<Child, SandboxError> {
             }
             if let Some(dir) = &working_dir {
                 rustix::process::chdir(dir.as_c_str())?;
+            }
+            // The only thread of the forked child: its credentials become the process's.
+            if let Some((uid, gid)) = user {
+                let gid = rustix::process::Gid::from_raw(gid);
+                rustix::thread::set_thread_groups(&[gid])?;
+                rustix::thread::set_thread_gid(gid)?;
+                rustix::thread::set_thread_uid(rustix::process::Uid::from_raw(uid))?;
             }
             Ok(())
         });

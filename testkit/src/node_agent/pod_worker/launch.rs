@@ -228,12 +228,17 @@ impl Worker {
             ));
         }
         let image_id = format!("{image}@host:{}", resolved.program.display());
+        let user = self.run_as(&spec, resolved.user);
         Ok((
             Launch {
                 program: resolved.program,
                 argv: resolved.argv,
                 env: full_env,
-                working_dir: spec.working_dir.as_deref().map(PathBuf::from),
+                // A container runtime starts the process in the image's WORKDIR, `/` when
+                // the image sets none (none of the mapped images does): never in the agent's
+                // own directory, where relative paths would reach the repository.
+                working_dir: Some(PathBuf::from(spec.working_dir.as_deref().unwrap_or("/"))),
+                user,
                 mounts,
                 pod_ip: self.pod_ip.to_string(),
                 log: logs.join(format!("{}.log", spec.name)),
@@ -241,6 +246,30 @@ impl Worker {
             image_id,
             held,
         ))
+    }
+
+    /// The user and group a container runs as, as the kubelet decides them: `runAsUser` and
+    /// `runAsGroup` of the container's securityContext, else the pod's, else the image's
+    /// USER (its group when no runAsGroup is set); `None` runs it as the agent's user.
+    fn run_as(&self, spec: &Container, image: Option<(u32, u32)>) -> Option<(u32, u32)> {
+        let container = spec.security_context.as_ref();
+        let pod = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref());
+        let uid = container
+            .and_then(|c| c.run_as_user)
+            .or_else(|| pod.and_then(|p| p.run_as_user))
+            .and_then(|uid| u32::try_from(uid).ok())
+            .or(image.map(|(uid, _)| uid))?;
+        let gid = container
+            .and_then(|c| c.run_as_group)
+            .or_else(|| pod.and_then(|p| p.run_as_group))
+            .and_then(|gid| u32::try_from(gid).ok())
+            .or(image.map(|(_, gid)| gid))
+            .unwrap_or(0);
+        Some((uid, gid))
     }
 
     /// Fetches the Secrets, ConfigMaps and Services a container's environment reads.
