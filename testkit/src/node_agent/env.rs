@@ -262,54 +262,37 @@ pub fn container_env(
                     resource_value(pod, container, resource, &sources.allocatable)
                         .ok_or_else(|| missing_field(&resource.resource))?
                 } else if let Some(key) = &from.secret_key_ref {
-                    match sources.secrets.get(&key.name) {
-                        Some(secret) => match secret.data.as_ref().and_then(|d| d.get(&key.key)) {
-                            Some(value) => String::from_utf8_lossy(&value.0).into_owned(),
-                            None if key.optional == Some(true) => continue,
-                            None => {
-                                return Err(EnvError::MissingKey {
-                                    kind: "Secret",
-                                    name: key.name.clone(),
-                                    key: key.key.clone(),
-                                    container: container_name,
-                                    variable: var.name.clone(),
-                                });
-                            }
-                        },
-                        None if key.optional == Some(true) => continue,
-                        None => {
-                            return Err(EnvError::MissingObject {
-                                kind: "secret",
-                                name: key.name.clone(),
-                                container: container_name,
-                                variable: var.name.clone(),
-                            });
-                        }
+                    let value = sources.secrets.get(&key.name).map(|secret| {
+                        secret
+                            .data
+                            .as_ref()
+                            .and_then(|d| d.get(&key.key))
+                            .map(|value| String::from_utf8_lossy(&value.0).into_owned())
+                    });
+                    let reference = KeyRef {
+                        kinds: ("Secret", "secret"),
+                        name: &key.name,
+                        key: &key.key,
+                        optional: key.optional == Some(true),
+                    };
+                    match reference.value(value, &container_name, &var.name)? {
+                        Some(value) => value,
+                        None => continue,
                     }
                 } else if let Some(key) = &from.config_map_key_ref {
-                    match sources.config_maps.get(&key.name) {
-                        Some(map) => match map.data.as_ref().and_then(|d| d.get(&key.key)) {
-                            Some(value) => value.clone(),
-                            None if key.optional == Some(true) => continue,
-                            None => {
-                                return Err(EnvError::MissingKey {
-                                    kind: "ConfigMap",
-                                    name: key.name.clone(),
-                                    key: key.key.clone(),
-                                    container: container_name,
-                                    variable: var.name.clone(),
-                                });
-                            }
-                        },
-                        None if key.optional == Some(true) => continue,
-                        None => {
-                            return Err(EnvError::MissingObject {
-                                kind: "configmap",
-                                name: key.name.clone(),
-                                container: container_name,
-                                variable: var.name.clone(),
-                            });
-                        }
+                    let value = sources
+                        .config_maps
+                        .get(&key.name)
+                        .map(|map| map.data.as_ref().and_then(|d| d.get(&key.key)).cloned());
+                    let reference = KeyRef {
+                        kinds: ("ConfigMap", "configmap"),
+                        name: &key.name,
+                        key: &key.key,
+                        optional: key.optional == Some(true),
+                    };
+                    match reference.value(value, &container_name, &var.name)? {
+                        Some(value) => value,
+                        None => continue,
                     }
                 } else {
                     String::new()
@@ -320,6 +303,45 @@ pub fn container_env(
         set(&mut env, var.name.clone(), value);
     }
     Ok(env)
+}
+
+/// A `secretKeyRef` or `configMapKeyRef`: which key of which object, and whether it may be
+/// missing.
+struct KeyRef<'a> {
+    /// The kind as the two messages spell it: `Secret`/`secret`, `ConfigMap`/`configmap`.
+    kinds: (&'static str, &'static str),
+    name: &'a str,
+    key: &'a str,
+    optional: bool,
+}
+
+impl KeyRef<'_> {
+    /// The selected value, from what the lookup found: `None` when the object is missing,
+    /// `Some(None)` when the key is. `Ok(None)` means an optional reference selects nothing.
+    fn value(
+        &self,
+        found: Option<Option<String>>,
+        container: &str,
+        variable: &str,
+    ) -> Result<Option<String>, EnvError> {
+        match found {
+            Some(Some(value)) => Ok(Some(value)),
+            _ if self.optional => Ok(None),
+            Some(None) => Err(EnvError::MissingKey {
+                kind: self.kinds.0,
+                name: self.name.to_string(),
+                key: self.key.to_string(),
+                container: container.to_string(),
+                variable: variable.to_string(),
+            }),
+            None => Err(EnvError::MissingObject {
+                kind: self.kinds.1,
+                name: self.name.to_string(),
+                container: container.to_string(),
+                variable: variable.to_string(),
+            }),
+        }
+    }
 }
 
 /// The value of a downward API field path of `pod`, or `None` for a path the kubelet does not

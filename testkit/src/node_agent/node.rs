@@ -118,18 +118,7 @@ pub fn node_status(
     ready_since: Time,
     now: Time,
 ) -> NodeStatus {
-    let resources = BTreeMap::from([
-        ("cpu".to_string(), Quantity(machine.cpus.to_string())),
-        (
-            "memory".to_string(),
-            Quantity(format!("{}Ki", machine.memory_kib)),
-        ),
-        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
-        (
-            "ephemeral-storage".to_string(),
-            Quantity("10Gi".to_string()),
-        ),
-    ]);
+    let resources = machine.allocatable();
     let condition = |type_: &str, status: &str, reason: &str, message: &str| NodeCondition {
         type_: type_.to_string(),
         status: status.to_string(),
