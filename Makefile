@@ -24,9 +24,9 @@ tools:
 	hack/tools.sh
 
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd, kustomize.
+# etcd, kustomize, OLM (olm, catalog, cpb), opm and Debian's memcached.
 test-tools:
-	hack/tools.sh kube etcd kustomize
+	hack/tools.sh kube etcd kustomize olm opm memcached
 
 ## lint: rustfmt and clippy, warnings as errors.
 lint: fmt-check clippy
@@ -41,12 +41,15 @@ clippy:
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
 	  -- -D warnings
 
-## test-rust: unit and integration tests of every crate, then the end-to-end tests of the
-## operator and of the node agent, which plain `cargo test` lists as ignored (they start their
-## own control plane from .tools/bin).
+## test-rust: unit and integration tests of every crate, then the end-to-end tests, which
+## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
+## the operator's (e2e), the operator installed through the real OLM (olm: it needs the node
+## agent built), and the node agent's.
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
+	$(CARGO) build --locked --workspace --bins
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
+	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(CARGO) test --locked -p testkit --test node_agent -- --ignored
 
 ## test: everything CI runs.

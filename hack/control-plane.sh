@@ -10,8 +10,9 @@
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
-#        hack/control-plane.sh stop     stop every process it started (and OLM, if
-#                                       hack/olm.sh runs it here), remove its files
+#        hack/control-plane.sh stop     stop every process it started (and the node
+#                                       agent, opm and OLM, if hack/olm-install.sh or
+#                                       hack/olm.sh run them here), remove its files
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
@@ -258,7 +259,11 @@ start() {
 
 stop() {
   local stopped=() name i data_dir
-  # OLM (hack/olm.sh) is a client of this control plane: it goes first.
+  # The node agent, opm and OLM (hack/olm-install.sh, hack/olm.sh) are clients of this
+  # control plane: they go first.
+  if [[ -d "$STATE/install/run" ]]; then
+    "$ROOT/hack/olm-install.sh" stop || log "could not stop the node agent and opm; stopping the control plane anyway"
+  fi
   if [[ -d "$STATE/olm/run" ]]; then
     "$ROOT/hack/olm.sh" stop || log "could not stop OLM; stopping the control plane anyway"
   fi

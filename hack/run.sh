@@ -2,15 +2,13 @@
 # Runs the operator for `make run`.
 #
 # Without KUBECONFIG: installs the operator on a local cluster the way a user's cluster does,
-# through the real OLM v0. It starts the local control plane (hack/control-plane.sh), the test
-# kit's node agent as its one node (pods run as local processes: docs/local-cluster.md), OLM
-# (hack/olm.sh), and `opm serve` of the shipped catalog/; subscribes to the operator's package
-# (a CatalogSource in olm, an AllNamespaces OperatorGroup and a Subscription in operators);
-# waits for the bundle-unpack Job, the InstallPlan, the CSV and the operator's Deployment,
-# with its webhooks on OLM's certificates; applies config/samples and waits until every
-# Memcached is Available with its servers. It then follows the operator's logs until Ctrl-C,
-# which stops everything it started and removes its temporary files (the logs under the
-# state directory's logs/ stay, as they always have).
+# through the real OLM v0: it starts the local control plane (hack/control-plane.sh) and
+# installs through hack/olm-install.sh (the test kit's node agent as the one node, OLM,
+# `opm serve` of the shipped catalog/, a Subscription; it waits for a Succeeded CSV and the
+# operator's webhooks). It then applies config/samples and waits until every Memcached is
+# Available with its servers, and follows the operator's logs until Ctrl-C, which stops
+# everything it started and removes its temporary files (the logs under the state
+# directory's logs/ stay, as they always have).
 #
 # RUN_OLM=0: the previous, OLM-less local run instead: the operator as a process in the
 # foreground, with the webhook wiring OLM would create pointing at it (no memcached runs).
@@ -101,50 +99,28 @@ if [[ "${RUN_OLM:-1}" == 0 ]]; then
 fi
 
 # ---------------------------------------------------------------------------------------
-# Through OLM.
+# Through OLM (hack/olm-install.sh).
 
-AGENT="$ROOT/target/debug/node-agent"
-OPM="$ROOT/.tools/bin/opm"
-NODE_STATE="$STATE/node"
 LOGS="$STATE/logs"
 TIMEOUT="${RUN_TIMEOUT:-180}"
-PACKAGE=memcached-operator
+AGENT="$ROOT/target/debug/node-agent"
 [[ -x "$AGENT" ]] || { echo "run: $AGENT is missing: run make build" >&2; exit 1; }
 
 say() { printf 'run: %s\n' "$*" >&2; }
 T0=$EPOCHREALTIME
 since() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
-"$ROOT/hack/tools.sh" olm opm memcached
-pin() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t { print $2 }'; }
-# One place for the two image names: catalog puts them in bundle-unpack Jobs (hack/olm.sh
-# reads these variables) and the node agent's image table maps them to .tools/bin.
-export OLM_UTIL_IMAGE="${OLM_UTIL_IMAGE:-quay.io/operator-framework/olm:$(pin olm)}"
-export OLM_OPM_IMAGE="${OLM_OPM_IMAGE:-quay.io/operator-framework/opm:$(pin opm)}"
-
 tmp="$(mktemp -d /tmp/memcached-operator-run.XXXXXX)"
-agent_pid="" opm_pid="" follow_pid=""
-# stop_pid PID SECONDS: TERM, wait, then KILL.
-stop_pid() {
-  local pid="$1" i
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < $2 * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
+follow_pid=""
 cleanup() {
   trap - EXIT INT TERM
   say "stopping: opm serve, the node agent and its pods, OLM, the control plane"
-  stop_pid "$follow_pid" 2
-  stop_pid "$opm_pid" 10
-  # The agent stops every pod's processes (at most their grace period, 10 s) and removes
-  # their files.
-  stop_pid "$agent_pid" 30
-  rm -rf "$NODE_STATE"
+  if [[ -n "$follow_pid" ]]; then
+    kill "$follow_pid" 2>/dev/null || true
+    wait "$follow_pid" 2>/dev/null || true
+  fi
+  # Stops the node agent (which stops every pod's processes and removes their files), opm
+  # and OLM first.
   "$ROOT/hack/control-plane.sh" stop || true
   rm -rf "$tmp"
 }
@@ -152,6 +128,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 kubectl() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --cache-dir "$tmp/kubectl-cache" "$@"; }
+
+# agent_runs: whether hack/olm-install.sh's node agent still runs.
+agent_runs() {
+  local status
+  status="$("$ROOT/hack/olm-install.sh" status 2>/dev/null || true)"
+  grep -q '^node-agent *running' <<<"$status"
+}
 
 # wait_until WHAT COMMAND...: polls COMMAND (every 0.5 s) until it succeeds, at most TIMEOUT
 # seconds; says what it waits for, and what it saw last when it gives up.
@@ -165,83 +148,20 @@ wait_until() {
       sed 's/^/    /' "$tmp/last" >&2
       exit 1
     fi
-    [[ -z "$agent_pid" ]] || kill -0 "$agent_pid" 2>/dev/null ||
-      { say "the node agent exited; see $LOGS/node-agent.log"; exit 1; }
+    agent_runs || { say "the node agent exited; see $LOGS/node-agent.log"; exit 1; }
     sleep 0.5
   done
   say "$what: done at $(since)s"
 }
 
-# jsonpath_is EXPECTED KUBECTL-ARGS...: whether `kubectl get ARGS` prints EXPECTED.
-jsonpath_is() {
-  local want="$1" got
-  shift
-  got="$(kubectl get "$@")"
-  echo "got: ${got:-<nothing>}"
-  [[ "$got" == "$want" ]]
-}
-
 "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$STATE/kubeconfig"
-mkdir -p "$LOGS"
-
-say "starting the node agent (log: $LOGS/node-agent.log)"
-# From the repository root: its image table maps the repository's own images (operator,
-# bundle, memcached) and OLM's util and opm images to files here.
-(cd "$ROOT" && exec "$AGENT" --kubeconfig "$STATE/kubeconfig" --node-name local \
-  --state-dir "$NODE_STATE" --pod-ip-range 127.0.100.0/24 --operator-binary "$BIN" \
-  --util-image "$OLM_UTIL_IMAGE" --opm-image "$OLM_OPM_IMAGE" \
-  </dev/null >"$LOGS/node-agent.log" 2>&1) &
-agent_pid=$!
-
-# The operator's pods serve metrics on their pod IPs' port 8080, which olm's *:8080 would
-# block: hack/olm.sh moves olm off it.
-OLM_KEEP_8080_FREE=1 "$ROOT/hack/olm.sh" start
-wait_until "Node local to be Ready and schedulable" jsonpath_is "True/" node local \
-  -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}'
-
-opm_port=$(free_port)
-pprof_port=$(free_port)
-say "serving catalog/ with opm on 127.0.0.1:$opm_port (log: $LOGS/opm.log)"
-TMPDIR="$tmp" "$OPM" serve "$ROOT/catalog" -p "$opm_port" --pprof-addr "127.0.0.1:$pprof_port" \
-  -t "$tmp/opm-termination.log" </dev/null >"$LOGS/opm.log" 2>&1 &
-opm_pid=$!
-
-channel="$(awk '$1 == "defaultChannel:" { print $2; exit }' "$ROOT/catalog/$PACKAGE/package.yaml")"
-[[ -n "$channel" ]] || { say "catalog/$PACKAGE/package.yaml names no defaultChannel"; exit 1; }
-kubectl apply -f - <<EOF
-apiVersion: operators.coreos.com/v1alpha1
-kind: CatalogSource
-metadata: {name: $PACKAGE, namespace: olm}
-spec: {sourceType: grpc, address: "127.0.0.1:$opm_port", displayName: memcached-operator (catalog/)}
----
-apiVersion: operators.coreos.com/v1
-kind: OperatorGroup
-metadata: {name: global-operators, namespace: operators}
----
-apiVersion: operators.coreos.com/v1alpha1
-kind: Subscription
-metadata: {name: $PACKAGE, namespace: operators}
-spec: {channel: $channel, name: $PACKAGE, source: $PACKAGE, sourceNamespace: olm}
-EOF
-
-wait_until "the CatalogSource to be READY" jsonpath_is READY catalogsource -n olm "$PACKAGE" \
-  -o 'jsonpath={.status.connectionState.lastObservedState}'
-wait_until "the bundle-unpack Job in olm to complete (its pod runs on the node agent)" \
-  jsonpath_is True jobs -n olm -l operatorframework.io/bundle-unpack-ref \
-  -o 'jsonpath={.items[0].status.conditions[?(@.type=="Complete")].status}'
-wait_until "the InstallPlan to be Complete" jsonpath_is Complete installplans -n operators \
-  -o 'jsonpath={.items[0].status.phase}'
-csv="$(kubectl get subscription -n operators "$PACKAGE" -o 'jsonpath={.status.installedCSV}')"
-wait_until "ClusterServiceVersion $csv to be Succeeded (its Deployment's pods run on the node agent)" \
-  jsonpath_is Succeeded csv -n operators "$csv" -o 'jsonpath={.status.phase}'
+installed="$(CONTROL_PLANE_DIR="$STATE" INSTALL_TIMEOUT="$TIMEOUT" OPERATOR_BINARY="$BIN" \
+  NODE_AGENT="$AGENT" "$ROOT/hack/olm-install.sh" start)"
+value() { awk -F= -v k="$1" '$1 == k { print substr($0, length(k) + 2) }' <<<"$installed"; }
+csv="$(value CSV)"
+NODE_STATE="$(value NODE_STATE)"
 csv_done="$(since)"
-deployment="$(kubectl get deployments -n operators -l "olm.owner=$csv" -o 'jsonpath={.items[0].metadata.name}')"
-replicas="$(kubectl get deployment -n operators "$deployment" -o 'jsonpath={.spec.replicas}')"
-wait_until "Deployment $deployment to have $replicas ready replicas" jsonpath_is "$replicas" \
-  deployment -n operators "$deployment" -o 'jsonpath={.status.readyReplicas}'
-wait_until "the operator's webhooks to answer (a server-side dry run of config/samples)" \
-  kubectl apply --dry-run=server -k "$ROOT/config/samples"
 kubectl apply -k "$ROOT/config/samples"
 
 # memcacheds_available: every Memcached has Available=True and status.servers.
@@ -308,6 +228,6 @@ if ((${#operator_logs[@]})); then
   tail -n 5 -F "${operator_logs[@]}" &
   follow_pid=$!
 fi
-wait "$agent_pid"
+while agent_runs; do sleep 1; done
 say "the node agent exited; see $LOGS/node-agent.log"
 exit 1

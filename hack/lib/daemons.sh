@@ -97,15 +97,15 @@ wait_for() {
   done
 }
 
-# stop_component NAME: TERM its process group, wait up to 15 s, then KILL. Fails when NAME
-# was not running.
+# stop_component NAME [SECONDS]: TERM its process group, wait up to SECONDS (default 15),
+# then KILL. Fails when NAME was not running.
 stop_component() {
-  local name="$1" pid i
+  local name="$1" grace="${2:-15}" pid i
   pid="$(pid_of "$name")"
   rm -f "$RUN/$name.pid"
   [[ -n "$pid" ]] || return 1
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 150; i++)); do
+  for ((i = 0; i < grace * 10; i++)); do
     group_alive "$pid" || return 0
     sleep 0.1
   done

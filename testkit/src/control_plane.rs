@@ -12,7 +12,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tempfile::TempDir;
 
@@ -52,6 +55,14 @@ pub enum ControlPlaneError {
         path: PathBuf,
         /// What kube said.
         error: kube::config::KubeconfigError,
+    },
+    /// A file could not be written.
+    #[error("cannot write {}: {error}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        error: std::io::Error,
     },
     /// No kube client could be made from the kubeconfig.
     #[error("cannot make a client for the control plane: {0}")]
@@ -113,6 +124,30 @@ impl ControlPlane {
     /// The admin kubeconfig (group `system:masters`).
     pub fn kubeconfig(&self) -> PathBuf {
         self.state.path().join("kubeconfig")
+    }
+
+    /// Writes `dir/kubeconfig`: the admin kubeconfig's cluster, authenticating with the bearer
+    /// `token` (a ServiceAccount's, say) instead of the admin's certificate.
+    pub fn token_kubeconfig(&self, token: &str, dir: &Path) -> Result<PathBuf, ControlPlaneError> {
+        let admin = self.kubeconfig();
+        let mut kubeconfig =
+            Kubeconfig::read_from(&admin).map_err(|error| ControlPlaneError::Kubeconfig {
+                path: admin.clone(),
+                error,
+            })?;
+        for user in &mut kubeconfig.auth_infos {
+            user.auth_info = Some(AuthInfo {
+                token: Some(token.to_string().into()),
+                ..AuthInfo::default()
+            });
+        }
+        let path = dir.join("kubeconfig");
+        let text = serde_json::to_vec(&kubeconfig).unwrap_or_default();
+        std::fs::write(&path, text).map_err(|error| ControlPlaneError::Write {
+            path: path.clone(),
+            error,
+        })?;
+        Ok(path)
     }
 
     /// A kube client with the admin kubeconfig.
@@ -178,4 +213,33 @@ impl Drop for ControlPlane {
             Err(error) => eprintln!("cannot run {} stop: {error}", script.display()),
         }
     }
+}
+
+/// Creates ServiceAccount `namespace/name` (unless it exists) and returns a token for it
+/// from the TokenRequest API, valid for an hour.
+pub async fn service_account_token(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<String, kube::Error> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let mut account = ServiceAccount::default();
+    account.metadata.name = Some(name.to_string());
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => return Err(error),
+    }
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let answer = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await?;
+    Ok(answer.status.map(|status| status.token).unwrap_or_default())
 }

@@ -1,7 +1,8 @@
 //! Gives the operator's tests, benchmarks, fuzz targets and examples what they share: a test
 //! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client, the
 //! operator as a child process, the review bodies the API server sends, a local control
-//! plane, and a node agent that plays kubelet and kube-proxy for it.
+//! plane, a node agent that plays kubelet and kube-proxy for it, and the install through the
+//! real OLM on top of both.
 //!
 //! Nothing here runs in a cluster; the crate is never published. Each module does one job and
 //! takes the operator's own declarations (API group and versions, the webhook table, OLM's
@@ -19,9 +20,11 @@ pub mod cert_layout;
 pub mod client;
 pub mod control_plane;
 pub mod node_agent;
+pub mod olm_install;
 pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod procfs;
 pub mod repository;
 pub mod reviews;
+pub mod scenarios;

@@ -2,7 +2,7 @@
 //! operator binary with its serving certificate in a temporary OLM layout, and OLM's webhook
 //! wiring pointing at it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -171,11 +171,6 @@ impl Env {
             Err(error) => panic!("cannot create namespace {name}: {error}"),
         }
         name.to_string()
-    }
-
-    /// The admin kubeconfig, for kubectl.
-    pub fn kubeconfig(&self) -> PathBuf {
-        self.plane.kubeconfig()
     }
 }
 

@@ -197,49 +197,6 @@ pub async fn a_configuration_change_rolls_the_statefulset(env: Arc<Env>) {
     .await;
 }
 
-pub async fn ready_pods_make_the_memcached_available_with_its_servers(env: Arc<Env>) {
-    let namespace = env.create_namespace("e2e-ready").await;
-    let (api, _) = create(&env, &namespace, "cache", 2).await;
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
-    for pod in ["cache-0", "cache-1"] {
-        let _: Pod = child(&env, &namespace, pod).await;
-        // No kubelet runs here: write the status a kubelet would.
-        let status = json!({"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-            {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-        ]}});
-        pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("pod status written");
-    }
-    let status = eventually("the Memcached is Available", WAIT, || async {
-        let status = api.get("cache").await.ok()?.status?;
-        let available = status
-            .conditions
-            .as_ref()?
-            .iter()
-            .find(|c| c.type_ == "Available")?
-            .clone();
-        (available.status == "True" && available.reason == "AllServersReady").then_some(status)
-    })
-    .await;
-    assert_eq!(status.ready_replicas, Some(2));
-    assert_eq!(
-        status.servers,
-        Some(vec![
-            format!("cache-0.cache.{namespace}.svc:11211"),
-            format!("cache-1.cache.{namespace}.svc:11211"),
-        ])
-    );
-    let degraded = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "Degraded")
-        .expect("Degraded");
-    assert_eq!(degraded.status, "False");
-}
-
 pub async fn hand_made_changes_to_children_are_put_back(env: Arc<Env>) {
     let namespace = env.create_namespace("e2e-repair").await;
     create(&env, &namespace, "cache", 1).await;

@@ -6,10 +6,10 @@
 //! as ignored (needs .tools: make test); `make test` runs them with `-- --include-ignored`,
 //! and `cargo test --test e2e -- --ignored NAME` runs one.
 //!
-//! One control plane and one operator serve every scenario; they start when the first
-//! scenario runs, never for a listing or a run that ignores them all. Scenarios run one at a
-//! time because some stop the operator or remove the webhook wiring. A control plane that
-//! cannot start fails every scenario with the reason; nothing is skipped.
+//! One control plane and one operator serve every scenario (`testkit::scenarios`): they start
+//! when the first scenario runs, never for a listing or a run that ignores them all. Scenarios
+//! run one at a time because some stop the operator or remove the webhook wiring. A control
+//! plane that cannot start fails every scenario with the reason; nothing is skipped.
 
 mod admission;
 mod cluster;
@@ -17,65 +17,10 @@ mod controller;
 mod drills;
 mod resilience;
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-
-use libtest_mimic::{Arguments, Failed, Trial};
-use tokio::runtime::Handle;
-
 use crate::cluster::Env;
 
-type Scenario = fn(Arc<Env>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
-
-macro_rules! scenarios {
-    ($($module:ident :: $name:ident),* $(,)?) => {
-        vec![$((stringify!($name), (|env| Box::pin($module::$name(env))) as Scenario)),*]
-    };
-}
-
-/// The environment every scenario shares, started by the first scenario that runs.
-enum Shared {
-    /// No scenario has run yet.
-    NotStarted,
-    /// The control plane and the operator run.
-    Running(Arc<Env>),
-    /// They could not start; the first scenario failed with the reason.
-    Failed,
-}
-
-impl Shared {
-    /// The running environment, started now if this is the first scenario.
-    fn get(&mut self, runtime: &Handle) -> Result<Arc<Env>, Failed> {
-        if let Shared::NotStarted = self {
-            *self = match runtime.block_on(Env::start()) {
-                Ok(env) => Shared::Running(Arc::new(env)),
-                Err(reason) => {
-                    *self = Shared::Failed;
-                    return Err(Failed::from(reason));
-                }
-            };
-        }
-        match self {
-            Shared::Running(env) => Ok(env.clone()),
-            _ => Err(Failed::from(
-                "the local control plane did not start: see the first scenario's failure",
-            )),
-        }
-    }
-}
-
 fn main() {
-    let mut args = Arguments::from_args();
-    args.test_threads = Some(1);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => panic!("cannot start a tokio runtime: {error}"),
-    };
-    let scenarios: Vec<(&str, Scenario)> = scenarios![
+    let scenarios = testkit::scenarios![
         admission::a_minimal_v1beta1_object_is_stored_with_every_default,
         admission::invalid_objects_are_refused_with_the_validators_message,
         admission::invalid_objects_are_refused_through_kubectl_apply,
@@ -86,7 +31,6 @@ fn main() {
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,
-        controller::ready_pods_make_the_memcached_available_with_its_servers,
         controller::hand_made_changes_to_children_are_put_back,
         controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
@@ -105,29 +49,5 @@ fn main() {
         drills::drill_a_lease_held_by_a_dead_replica_is_taken_over_after_expiry,
         drills::drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_stops,
     ];
-    let shared = Arc::new(Mutex::new(Shared::NotStarted));
-    let trials: Vec<Trial> = scenarios
-        .into_iter()
-        .map(|(name, scenario)| {
-            let shared = shared.clone();
-            let handle = runtime.handle().clone();
-            Trial::test(name, move || {
-                let env = shared
-                    .lock()
-                    .map_err(|_| {
-                        Failed::from("a scenario panicked while starting the control plane")
-                    })?
-                    .get(&handle)?;
-                handle.block_on(scenario(env));
-                Ok(())
-            })
-            // A plain `cargo test` ignores it: needs .tools (make test).
-            .with_ignored_flag(true)
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    // Stops the operators and the control plane (their Drop impls), inside the runtime.
-    let shared = Arc::into_inner(shared).and_then(|shared| shared.into_inner().ok());
-    runtime.block_on(async move { drop(shared) });
-    conclusion.exit();
+    testkit::scenarios::run(|| async { Env::start().await }, scenarios);
 }

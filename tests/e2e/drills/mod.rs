@@ -18,6 +18,7 @@ use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use serde_json::json;
 use testkit::cert_layout::{self, Layout};
 use testkit::client;
+use testkit::control_plane::service_account_token;
 use testkit::pki::{Ca, KeyForm, Leaf};
 
 use crate::cluster::{Env, OPERATOR, OPERATOR_NAMESPACE, eventually, kubectl};
@@ -396,48 +397,16 @@ pub async fn drill_a_lease_held_by_a_dead_replica_is_taken_over_after_expiry(env
 }
 
 pub async fn drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_stops(env: Arc<Env>) {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
-
     // An identity without the operator's RBAC, as when the ClusterRole binding is missing.
     let namespace = env.create_namespace("drill-forbidden").await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), &namespace);
-    let mut account = ServiceAccount::default();
-    account.metadata.name = Some("no-rights".into());
-    accounts
-        .create(&PostParams::default(), &account)
+    let token = service_account_token(&env.client, &namespace, "no-rights")
         .await
-        .expect("a service account");
-    let token = accounts
-        .create_token_request(
-            "no-rights",
-            &PostParams::default(),
-            &TokenRequest {
-                spec: TokenRequestSpec {
-                    audiences: vec![],
-                    expiration_seconds: Some(3600),
-                    ..TokenRequestSpec::default()
-                },
-                ..TokenRequest::default()
-            },
-        )
-        .await
-        .expect("a token")
-        .status
-        .expect("a token status")
-        .token;
-    let mut kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig()).expect("kubeconfig");
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            *auth = kube::config::AuthInfo {
-                token: Some(token.clone().into()),
-                ..kube::config::AuthInfo::default()
-            };
-        }
-    }
+        .expect("a token for a service account");
     let dir = tempfile::tempdir().expect("a directory");
-    let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, serde_json::to_vec(&kubeconfig).expect("JSON")).expect("write");
+    let path = env
+        .plane
+        .token_kubeconfig(&token, dir.path())
+        .expect("a kubeconfig with the token");
 
     let args: Vec<String> = [
         "run",

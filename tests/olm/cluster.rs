@@ -1,0 +1,146 @@
+//! Sets up what the scenarios run against: a local control plane whose one node is the test
+//! kit's node agent, with the operator installed by the real OLM from the shipped catalog
+//! (`testkit::olm_install`), and the helpers the scenarios share to look at what OLM made.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use memcached_operator::manager::DEFAULT_LEASE_NAME;
+use testkit::control_plane::ControlPlane;
+use testkit::olm_install::{InstallSource, Installed, install};
+
+/// The operator binary cargo built for these tests: what the operator image runs.
+pub const OPERATOR: &str = env!("CARGO_BIN_EXE_memcached-operator");
+
+/// How long a scenario waits for the cluster to act.
+pub const WAIT: Duration = Duration::from_secs(90);
+
+/// Everything the scenarios share.
+pub struct Env {
+    /// The admin client.
+    pub client: Client,
+    /// What OLM installed.
+    pub installed: Installed,
+    /// Drops last: stops the node agent, opm, OLM and the control plane.
+    pub plane: ControlPlane,
+}
+
+impl Env {
+    /// Starts the control plane and installs the operator through OLM.
+    pub async fn start() -> Result<Env, String> {
+        let plane = tokio::task::spawn_blocking(ControlPlane::start)
+            .await
+            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
+            .map_err(|e| e.to_string())?;
+        let client = plane.client().await.map_err(|e| e.to_string())?;
+        let source = InstallSource::shipped(std::path::Path::new(OPERATOR));
+        let (plane, installed) = tokio::task::spawn_blocking(move || {
+            let installed = install(&plane, &source);
+            (plane, installed)
+        })
+        .await
+        .map_err(|e| format!("the install through OLM did not finish: {e}"))?;
+        let installed = installed.map_err(|e| e.to_string())?;
+        eprintln!(
+            "installed through OLM: CSV {} Succeeded after {:.1} s, webhooks answering after {:.1} s",
+            installed.csv,
+            installed.csv_succeeded_after.as_secs_f64(),
+            installed.ready_after.as_secs_f64()
+        );
+        Ok(Env {
+            client,
+            installed,
+            plane,
+        })
+    }
+
+    /// Creates a namespace for a scenario and returns its name.
+    pub async fn create_namespace(&self, name: &str) -> String {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let mut namespace = Namespace::default();
+        namespace.metadata.name = Some(name.to_string());
+        match namespaces.create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("cannot create namespace {name}: {error}"),
+        }
+        name.to_string()
+    }
+
+    /// The operator's Deployment, as OLM wrote it.
+    pub async fn deployment(&self) -> Deployment {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.installed.namespace);
+        api.get(&self.installed.deployment)
+            .await
+            .unwrap_or_else(|e| panic!("Deployment {}: {e}", self.installed.deployment))
+    }
+
+    /// The operator's pods (the Deployment's), by name.
+    pub async fn operator_pods(&self) -> Vec<Pod> {
+        let deployment = self.deployment().await;
+        let selector = deployment
+            .spec
+            .and_then(|spec| spec.selector.match_labels)
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.installed.namespace);
+        let mut pods = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap_or_else(|e| panic!("the operator's pods ({selector}): {e}"))
+            .items;
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pods
+    }
+
+    /// The operator's leader Lease.
+    pub async fn lease(&self) -> Lease {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.installed.namespace);
+        api.get(DEFAULT_LEASE_NAME)
+            .await
+            .unwrap_or_else(|e| panic!("Lease {DEFAULT_LEASE_NAME}: {e}"))
+    }
+
+    /// The name of the pod whose replica holds the lease (the identity is `POD_PID_RANDOM`).
+    pub async fn leader_pod(&self) -> Option<String> {
+        let identity = self.lease().await.spec?.holder_identity?;
+        identity.split('_').next().map(str::to_string)
+    }
+
+    /// Runs the project's kubectl against the control plane; returns (success, stdout,
+    /// stderr).
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        match self.plane.kubectl(args, stdin) {
+            Ok(output) => (output.success, output.stdout, output.stderr),
+            Err(error) => panic!("kubectl {}: {error}", args.join(" ")),
+        }
+    }
+}
+
+/// The pod's IP, once the node agent reported one.
+pub fn pod_ip(pod: &Pod) -> Option<String> {
+    pod.status.as_ref()?.pod_ip.clone()
+}
+
+/// Polls `check` until it returns `Some`, or panics naming `what` after `within`.
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,180 @@
+//! What OLM made of the bundle: a Succeeded CSV; its Deployment's two replicas running on the
+//! node agent as the CSV's ServiceAccount, serving on the certificate OLM mounted at OLM's
+//! path; and the mutating, validating and conversion webhooks wired by OLM to the Service in
+//! front of them.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams};
+use memcached_operator::webhook::certs::OLM_SERVING_CERTS_DIR;
+use serde_json::Value;
+use testkit::olm_install::pod_processes;
+
+use crate::cluster::{Env, OPERATOR, pod_ip};
+
+/// The CSV as OLM stored it.
+pub fn csv(env: &Env) -> Value {
+    let (ok, stdout, stderr) = env.kubectl(
+        &[
+            "get",
+            "csv",
+            "-n",
+            &env.installed.namespace,
+            &env.installed.csv,
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl get csv: {stderr}");
+    serde_json::from_str(&stdout).expect("the CSV is JSON")
+}
+
+/// The ServiceAccount the CSV's one Deployment runs as.
+pub fn csv_service_account(csv: &Value) -> String {
+    csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
+        ["serviceAccountName"]
+        .as_str()
+        .expect("the CSV's Deployment names a ServiceAccount")
+        .to_string()
+}
+
+pub async fn olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook(env: Arc<Env>) {
+    let installed = &env.installed;
+    let csv = csv(&env);
+    assert_eq!(csv["status"]["phase"], "Succeeded", "{}", csv["status"]);
+    let account = csv_service_account(&csv);
+
+    let deployment = env.deployment().await;
+    let spec = deployment.spec.clone().expect("a Deployment spec");
+    assert_eq!(spec.replicas, Some(2), "the CSV asks for two replicas");
+    let status = deployment.status.clone().expect("a Deployment status");
+    assert_eq!(status.ready_replicas, Some(2), "{status:?}");
+    let template = spec.template.spec.expect("a pod template");
+    let mounts: Vec<(String, String)> = template.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.clone(), m.mount_path.clone()))
+        .collect();
+    let cert_dir = format!("/{OLM_SERVING_CERTS_DIR}");
+    assert!(
+        mounts.contains(&("webhook-cert".into(), cert_dir.clone())),
+        "OLM mounts its certificate at {cert_dir}: {mounts:?}"
+    );
+
+    let pods = env.operator_pods().await;
+    assert_eq!(pods.len(), 2, "two operator pods");
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().expect("a pod spec");
+        assert_eq!(
+            spec.node_name.as_deref(),
+            Some("local"),
+            "{name} is on the node agent's node"
+        );
+        assert_eq!(spec.service_account_name.as_deref(), Some(account.as_str()));
+        let status = pod.status.clone().expect("a pod status");
+        assert_eq!(
+            status.phase.as_deref(),
+            Some("Running"),
+            "{name}: {status:?}"
+        );
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        assert!(ready, "{name} is Ready: {:?}", status.conditions);
+        let ip = pod_ip(pod).expect("a pod IP");
+        assert_eq!(
+            pod_processes(&ip, std::path::Path::new(OPERATOR)).len(),
+            1,
+            "{name} ({ip}) runs one operator process on this machine"
+        );
+        let logs = installed.pod_logs(pod.metadata.uid.as_deref().unwrap_or_default());
+        let certificate = format!("{cert_dir}/tls.crt");
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("serving certificate loaded") && l.contains(&certificate)),
+            "{name} serves on OLM's certificate at {certificate}:\n{logs}"
+        );
+    }
+
+    // OLM's Service in front of the webhooks, and the three kinds of wiring pointing at it.
+    let service_name = format!("{}-service", installed.deployment);
+    let services: Api<Service> = Api::namespaced(env.client.clone(), &installed.namespace);
+    services
+        .get(&service_name)
+        .await
+        .unwrap_or_else(|e| panic!("OLM's webhook Service {service_name}: {e}"));
+    let owned = ListParams::default().labels(&format!("olm.owner={}", installed.csv));
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
+    let mutating = mutating
+        .list(&owned)
+        .await
+        .expect("mutating configurations")
+        .items;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+    let validating = validating
+        .list(&owned)
+        .await
+        .expect("validating configurations")
+        .items;
+    assert_eq!(
+        (mutating.len(), validating.len()),
+        (1, 1),
+        "one of each, owned by the CSV"
+    );
+    let mut clients = Vec::new();
+    for webhook in mutating[0].webhooks.iter().flatten() {
+        clients.push((webhook.name.clone(), webhook.client_config.clone()));
+    }
+    for webhook in validating[0].webhooks.iter().flatten() {
+        clients.push((webhook.name.clone(), webhook.client_config.clone()));
+    }
+    assert!(clients.len() >= 2, "{clients:?}");
+    for (name, client) in &clients {
+        let service = client.service.as_ref().expect("a service reference");
+        assert_eq!(
+            (service.name.as_str(), service.namespace.as_str()),
+            (service_name.as_str(), installed.namespace.as_str()),
+            "{name}"
+        );
+        assert!(
+            client.ca_bundle.as_ref().is_some_and(|b| !b.0.is_empty()),
+            "{name}: caBundle"
+        );
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let crd = crds
+        .get("memcacheds.cache.f2367556.dev")
+        .await
+        .expect("the Memcached CRD");
+    let conversion = crd.spec.conversion.expect("a conversion stanza");
+    assert_eq!(conversion.strategy, "Webhook");
+    let client = conversion
+        .webhook
+        .and_then(|w| w.client_config)
+        .expect("the conversion webhook's client config");
+    let service = client.service.expect("a service reference");
+    assert_eq!(service.name, service_name);
+    assert!(
+        client.ca_bundle.is_some_and(|b| !b.0.is_empty()),
+        "conversion caBundle"
+    );
+
+    eprintln!(
+        "figures: CSV Succeeded {:.1} s after the install began, webhooks answering after {:.1} s; \
+         {} webhooks and the conversion webhook wired by OLM to {}/{service_name}",
+        installed.csv_succeeded_after.as_secs_f64(),
+        installed.ready_after.as_secs_f64(),
+        clients.len(),
+        installed.namespace,
+    );
+}

@@ -1,0 +1,113 @@
+//! Leader election across OLM's two replicas: SIGKILL the leader's process (no release of
+//! the lease, as in a crash); the other replica takes the lease once it expires unrenewed,
+//! and reconciling continues. The node agent restarts the killed container, as the kubelet
+//! does under `restartPolicy: Always`, and reports the restart.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::{Api, PostParams};
+use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
+use testkit::olm_install::pod_processes;
+
+use crate::cluster::{Env, OPERATOR, WAIT, eventually, pod_ip};
+
+/// The restart count of the pod's first container.
+fn restarts(pod: &k8s_openapi::api::core::v1::Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .map(|c| c.restart_count)
+        .unwrap_or_default()
+}
+
+pub async fn killing_the_leaders_process_hands_the_lease_to_the_other_replica(env: Arc<Env>) {
+    let leader = eventually("a replica holds the lease", WAIT, || env.leader_pod()).await;
+    let pods = env.operator_pods().await;
+    assert_eq!(pods.len(), 2, "two replicas");
+    let (leading, other): (Vec<_>, Vec<_>) = pods
+        .into_iter()
+        .partition(|p| p.metadata.name.as_deref() == Some(leader.as_str()));
+    let (leading, other) = (&leading[0], &other[0]);
+    let other_name = other.metadata.name.clone().unwrap_or_default();
+    let ip = pod_ip(leading).expect("the leader's pod IP");
+    let pids = pod_processes(&ip, Path::new(OPERATOR));
+    assert_eq!(
+        pids.len(),
+        1,
+        "one operator process for {leader} at {ip}: {pids:?}"
+    );
+    let restarts_before = restarts(leading);
+
+    let killed = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pids[0].to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -KILL {}", pids[0]);
+
+    eventually(&format!("{other_name} takes the lease"), WAIT, || async {
+        (env.leader_pod().await.as_deref() == Some(other_name.as_str())).then_some(())
+    })
+    .await;
+    let takeover = killed.elapsed();
+
+    // Reconciling continues under the new leader.
+    let namespace = env.create_namespace("olm-leader").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let mut object = Memcached::new(
+        "after-takeover",
+        MemcachedSpec {
+            replicas: Some(1),
+            ..MemcachedSpec::default()
+        },
+    );
+    object.metadata.namespace = Some(namespace.clone());
+    let created = Instant::now();
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("create");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("the new leader creates the StatefulSet", WAIT, || async {
+        statefulsets.get_opt("after-takeover").await.ok().flatten()
+    })
+    .await;
+    let reconciled = created.elapsed();
+
+    // The node agent restarted the killed container and says so.
+    let name = leader.clone();
+    let restarted = eventually(
+        &format!("{leader} restarted and Ready again"),
+        WAIT,
+        || async {
+            let pods = env.operator_pods().await;
+            let pod = pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))?;
+            let ready = pod
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (ready && restarts(pod) > restarts_before).then_some(restarts(pod))
+        },
+    )
+    .await;
+    let (ok, _, stderr) = env.kubectl(
+        &["delete", "memcached", "after-takeover", "-n", &namespace],
+        None,
+    );
+    assert!(ok, "kubectl delete: {stderr}");
+    eprintln!(
+        "figures: leader {leader} killed (SIGKILL); {other_name} took the lease after {:.1} s; \
+         the new leader created a StatefulSet {:.2} s after a Memcached was created; \
+         the killed container restarted (restartCount {restarted})",
+        takeover.as_secs_f64(),
+        reconciled.as_secs_f64()
+    );
+}

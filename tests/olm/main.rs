@@ -1,0 +1,31 @@
+//! Proves the operator as users get it: installed by the real OLM v0 from the shipped catalog
+//! through a Subscription, on a local control plane whose one node is the test kit's node
+//! agent. OLM's Deployment runs two replicas on OLM's certificates with the ServiceAccount
+//! and RBAC the CSV grants; the API server calls their webhooks through the wiring OLM
+//! wrote; memcached runs for real.
+//!
+//! One install serves every scenario (`testkit::scenarios`), started by the first that runs.
+//! Scenarios run in the order listed: the RBAC check of the operator's logs goes last, after
+//! everything else made the operator work. A plain `cargo test` lists them as ignored (they
+//! need .tools, root and Debian's memcached); `make test` runs them with `--ignored`.
+
+mod api;
+mod cluster;
+mod install;
+mod leader;
+mod operand;
+mod rbac;
+
+use crate::cluster::Env;
+
+fn main() {
+    let scenarios = testkit::scenarios![
+        install::olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook,
+        api::both_api_versions_go_through_olms_wiring,
+        operand::memcached_answers_on_every_server_and_follows_kubectl_scale,
+        leader::killing_the_leaders_process_hands_the_lease_to_the_other_replica,
+        rbac::with_one_rule_removed_the_check_finds_forbidden,
+        rbac::the_operator_works_with_only_what_the_csv_grants,
+    ];
+    testkit::scenarios::run(|| async { Env::start().await }, scenarios);
+}
