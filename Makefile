@@ -74,8 +74,8 @@ deny: tool-cargo-deny
 
 ## run: run the operator. Without KUBECONFIG: installs it through the real OLM on a local
 ## control plane whose node is the test kit's node agent, then the samples, and follows the
-## operator's logs (Ctrl-C stops all; RUN_OLM=0: the operator alone in the foreground with
-## OLM-style webhook wiring). With KUBECONFIG: the operator alone against that cluster.
+## operator's logs (Ctrl-C stops all). With KUBECONFIG: the operator alone against that
+## cluster.
 run: build test-tools
 	hack/run.sh
 

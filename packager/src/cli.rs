@@ -1,10 +1,8 @@
-//! Runs the `generate`, `check-bundle` and `install-webhooks` subcommands: parses their
-//! arguments, calls the pure core (or the API server) and maps outcomes to output and exit
-//! codes.
+//! Runs the `generate` and `check-bundle` subcommands: parses their arguments, calls the pure
+//! core and maps outcomes to output and exit codes.
 //!
-//! Exit codes: 0 done or clean; 1 OLM rules broken (every violation printed on its own line)
-//! or the wiring refused by the API server; 2 input that could not be read or output that
-//! could not be written.
+//! Exit codes: 0 done or clean; 1 OLM rules broken (every violation printed on its own
+//! line); 2 input that could not be read or output that could not be written.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +13,6 @@ use super::bundle::Options;
 use super::check::{CheckError, check_bundle};
 use super::generate::{GenerateError, Plan};
 use super::release;
-use super::wiring::{InstallArgs, install};
 
 /// `generate`: write `bundle/`, `catalog/`, `config/` and the Dockerfiles of bundle and catalog.
 #[derive(Debug, clap::Args)]
@@ -150,52 +147,6 @@ pub fn check(args: &CheckBundleArgs) -> ExitCode {
             }
         }
         (Err(error), format) => report_unreadable(&error, format),
-    }
-}
-
-/// Runs `install-webhooks` against the cluster of `KUBECONFIG` (or the in-cluster one).
-pub fn install_webhooks(args: &InstallArgs) -> ExitCode {
-    // kube speaks TLS through rustls with ring, the only provider compiled in.
-    if rustls::crypto::ring::default_provider()
-        .install_default()
-        .is_err()
-    {
-        eprintln!("note: a rustls crypto provider was already installed");
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(UNREADABLE);
-        }
-    };
-    let installed = runtime.block_on(async {
-        let client = kube::Client::try_default().await.map_err(|error| {
-            format!("cannot configure a Kubernetes client (KUBECONFIG): {error}")
-        })?;
-        install(args, &client)
-            .await
-            .map_err(|error| error.to_string())
-    });
-    match installed {
-        Ok(wiring) => {
-            println!(
-                "installed the CRDs and the webhook wiring: {} mutating, {} validating, {} \
-                 conversion(s), calling {}",
-                wiring.mutating.len(),
-                wiring.validating.len(),
-                wiring.conversions.len(),
-                args.url
-            );
-            ExitCode::SUCCESS
-        }
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(VIOLATIONS)
-        }
     }
 }
 

@@ -4,8 +4,8 @@
 //! which it reads from the operator's library crate and never spells again.
 //!
 //! The building blocks are pure (`csv`, `rules`, `bundle`, `catalog`, `config`); `generate`
-//! and `check` are the shells that write and read files, `wiring` the one that talks to an API
-//! server, and `cli` the one that talks to a user. Nothing here runs in a cluster: the
+//! and `check` are the shells that write and read files, and `cli` the one that talks to a
+//! user. Nothing here runs in a cluster: the
 //! operator's image does not contain this crate.
 
 pub mod bundle;
@@ -22,5 +22,4 @@ pub mod network_policy;
 pub mod release;
 pub mod rules;
 pub mod samples;
-pub mod wiring;
 pub mod yaml;

@@ -1,5 +1,5 @@
 //! Runs memcached-packager: parses the command line, runs the chosen subcommand and maps its
-//! outcome to an exit code (0 done or clean, 1 OLM rules broken or wiring failed, 2 input that
+//! outcome to an exit code (0 done or clean, 1 OLM rules broken, 2 input that
 //! could not be read or output that could not be written; clap uses 2 for usage errors too).
 
 use std::process::ExitCode;
@@ -22,16 +22,12 @@ enum Command {
     Generate(cli::GenerateArgs),
     /// Check a registry+v1 bundle directory against OLM's webhook rules.
     CheckBundle(cli::CheckBundleArgs),
-    /// Apply a bundle's CRDs and create the webhook configurations and CRD conversion OLM
-    /// would, calling the webhooks at a URL (for clusters without OLM, like `make run`'s).
-    InstallWebhooks(memcached_packager::wiring::InstallArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Generate(args) => cli::generate(&args),
         Command::CheckBundle(args) => cli::check(&args),
-        Command::InstallWebhooks(args) => cli::install_webhooks(&args),
     }
 }
 

@@ -19,6 +19,7 @@ pub mod captured;
 pub mod cert_layout;
 pub mod client;
 pub mod control_plane;
+pub mod direct_wiring;
 pub mod node_agent;
 pub mod olm_install;
 pub mod pki;

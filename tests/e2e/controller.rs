@@ -17,8 +17,8 @@ use kube::{Resource, ResourceExt};
 use memcached_operator::admission::{Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::controller::children::CONFIG_HASH_ANNOTATION;
-use memcached_packager::wiring::DESCRIPTION_LABEL;
 use serde_json::json;
+use testkit::direct_wiring::DESCRIPTION_LABEL;
 use testkit::process::RELATED_IMAGE;
 
 use crate::cluster::{Env, eventually, kubectl};

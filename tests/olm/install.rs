@@ -178,3 +178,89 @@ pub async fn olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook(e
         installed.namespace,
     );
 }
+
+/// The webhooks of a configuration as the API server stores them, without what legitimately
+/// differs between OLM and `config/`: the client configuration (OLM's Service, or config's)
+/// and the namespace selector OLM derives from the OperatorGroup.
+fn comparable(configuration: &Value) -> Vec<Value> {
+    configuration["webhooks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut webhook| {
+            if let Some(webhook) = webhook.as_object_mut() {
+                webhook.remove("clientConfig");
+                webhook.remove("namespaceSelector");
+            }
+            webhook
+        })
+        .collect()
+}
+
+/// The service path of each webhook of a configuration.
+fn paths(configuration: &Value) -> Vec<Value> {
+    configuration["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| w["clientConfig"]["service"]["path"].clone())
+        .collect()
+}
+
+pub async fn olms_webhooks_are_the_ones_config_installs_without_olm(env: Arc<Env>) {
+    let root = testkit::repository::root();
+    let owned = format!("olm.owner={}", env.installed.csv);
+    for (kind, file) in [
+        (
+            "mutatingwebhookconfigurations",
+            "config/webhook/mutating.yaml",
+        ),
+        (
+            "validatingwebhookconfigurations",
+            "config/webhook/validating.yaml",
+        ),
+    ] {
+        let (ok, stdout, stderr) = env.kubectl(&["get", kind, "-l", &owned, "-o", "json"], None);
+        assert!(ok, "kubectl get {kind}: {stderr}");
+        let list: Value = serde_json::from_str(&stdout).expect("JSON");
+        let from_olm = &list["items"][0];
+        // config/'s object, defaulted by the same API server (a server-side dry run).
+        let path = root.join(file).display().to_string();
+        let (ok, stdout, stderr) = env.kubectl(
+            &["create", "--dry-run=server", "-f", &path, "-o", "json"],
+            None,
+        );
+        assert!(ok, "kubectl create --dry-run=server -f {file}: {stderr}");
+        let from_config: Value = serde_json::from_str(&stdout).expect("JSON");
+        assert_eq!(
+            comparable(from_olm),
+            comparable(&from_config),
+            "{kind}: OLM's webhooks and {file}'s differ"
+        );
+        assert_eq!(paths(from_olm), paths(&from_config), "{kind}: paths");
+    }
+    let (ok, stdout, stderr) = env.kubectl(
+        &["get", "crd", "memcacheds.cache.f2367556.dev", "-o", "json"],
+        None,
+    );
+    assert!(ok, "kubectl get crd: {stderr}");
+    let crd: Value = serde_json::from_str(&stdout).expect("JSON");
+    let patch = std::fs::read_to_string(root.join("config/crd/patches/webhook_in_memcacheds.yaml"))
+        .expect("config's conversion patch");
+    let patch = memcached_packager::yaml::documents(&patch)
+        .expect("YAML")
+        .remove(0);
+    let pointer = "/spec/conversion/webhook/clientConfig/service/path";
+    assert_eq!(
+        crd.pointer(pointer),
+        patch.pointer(pointer),
+        "the conversion path"
+    );
+    let pointer = "/spec/conversion/webhook/conversionReviewVersions";
+    assert_eq!(
+        crd.pointer(pointer),
+        patch.pointer(pointer),
+        "the conversion review versions"
+    );
+}

@@ -21,6 +21,7 @@ use crate::cluster::Env;
 fn main() {
     let scenarios = testkit::scenarios![
         install::olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook,
+        install::olms_webhooks_are_the_ones_config_installs_without_olm,
         api::both_api_versions_go_through_olms_wiring,
         operand::memcached_answers_on_every_server_and_follows_kubectl_scale,
         leader::killing_the_leaders_process_hands_the_lease_to_the_other_replica,

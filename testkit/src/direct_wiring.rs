@@ -1,13 +1,15 @@
-//! Creates, without OLM, exactly the webhook objects OLM creates from a CSV's
-//! `webhookdefinitions`, so a local control plane calls the webhooks the way a cluster would.
+//! Wires the local control plane's API server to an operator process that a test runs and
+//! controls on this machine (stops, restarts, hands other certificates): the webhook objects
+//! OLM creates from the CSV's `webhookdefinitions`, with a URL client configuration instead of
+//! OLM's Service reference. The install path itself is proven by the real OLM
+//! ([`crate::olm_install`]); this exists for the scenarios that break the operator's process
+//! or certificates on purpose, which an OLM-managed Deployment would not let them do.
 //!
 //! Per description OLM creates one Validating/MutatingWebhookConfiguration named from
 //! `generateName`, labelled with its owner and the description, holding one webhook named
 //! `generateName` whose rules, policies and review versions are copied as written; a conversion
-//! description overwrites `spec.conversion` of each listed CRD. The one difference here is the
-//! client configuration: a loopback control plane has no cluster network, so the API server is
-//! given `url: <base><webhookPath>` instead of OLM's Service reference. [`Endpoint::Service`]
-//! produces OLM's Service reference exactly, for comparison.
+//! description overwrites `spec.conversion` of each listed CRD. [`Endpoint::Service`] produces
+//! OLM's Service reference, for comparison with what OLM itself wrote.
 
 use std::collections::BTreeMap;
 
@@ -27,8 +29,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::csv::{WebhookDescription, webhook_type};
 use memcached_operator::operator;
+use memcached_packager::csv::{WebhookDescription, webhook_type};
 
 /// The label naming the description a configuration came from (OLM's `WebhookDescKey`).
 pub const DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";
@@ -328,20 +330,16 @@ where
     Ok(())
 }
 
-/// Flags of `memcached-packager install-webhooks`.
-#[derive(clap::Args, Clone, Debug)]
+/// What [`install`] installs, and where the webhooks are.
+#[derive(Clone, Debug)]
 pub struct InstallArgs {
     /// The bundle's manifests directory: its CRDs are applied and its CSV wired.
-    #[arg(long, default_value = "bundle/manifests")]
     pub bundle: std::path::PathBuf,
     /// Where the API server reaches the webhooks, e.g. `https://127.0.0.1:9443`.
-    #[arg(long)]
     pub url: String,
     /// PEM file with the CA that signed the webhooks' serving certificate.
-    #[arg(long)]
     pub ca_file: std::path::PathBuf,
     /// The namespace the operator is installed in (for OLM's owner labels).
-    #[arg(long, default_value = "default")]
     pub namespace: String,
 }
 
@@ -365,7 +363,7 @@ pub async fn install(args: &InstallArgs, client: &Client) -> Result<Wiring, Wiri
     for path in entries {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| WiringError::Csv(format!("cannot read {}: {e}", path.display())))?;
-        let documents = crate::yaml::documents(&text)
+        let documents = memcached_packager::yaml::documents(&text)
             .map_err(|e| WiringError::Csv(format!("{}: {e}", path.display())))?;
         for document in documents {
             match document.get("kind").and_then(Value::as_str) {
