@@ -233,7 +233,10 @@ pub async fn olms_webhooks_are_the_ones_config_installs_without_olm(env: Arc<Env
         );
         assert!(ok, "kubectl create --dry-run=server -f {file}: {stderr}");
         let from_config: Value = serde_json::from_str(&stdout).expect("JSON");
-        assert!(!comparable(from_olm).is_empty(), "{kind}: OLM wrote no webhooks: {list}");
+        assert!(
+            !comparable(from_olm).is_empty(),
+            "{kind}: OLM wrote no webhooks: {list}"
+        );
         assert_eq!(
             comparable(from_olm),
             comparable(&from_config),
