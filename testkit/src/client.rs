@@ -87,6 +87,7 @@ impl Answer {
 pub struct TlsClient {
     connector: TlsConnector,
     address: SocketAddr,
+    server_name: String,
 }
 
 impl TlsClient {
@@ -123,15 +124,23 @@ impl TlsClient {
         TlsClient {
             connector: TlsConnector::from(Arc::new(config)),
             address,
+            server_name: SERVER_NAME.to_string(),
         }
+    }
+
+    /// The same client, verifying the server's certificate for `name` (SNI and the name
+    /// checked) instead of [`SERVER_NAME`]: a Service's `NAME.NAMESPACE.svc`, say.
+    pub fn with_server_name(mut self, name: &str) -> TlsClient {
+        self.server_name = name.to_string();
+        self
     }
 
     /// Opens a TLS connection.
     pub async fn connect(&self) -> std::io::Result<TlsStream<TcpStream>> {
-        let name = ServerName::try_from(SERVER_NAME).map_err(|error| {
+        let name = ServerName::try_from(self.server_name.clone()).map_err(|error| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("{SERVER_NAME} is not a server name: {error}"),
+                format!("{} is not a server name: {error}", self.server_name),
             )
         })?;
         let tcp = TcpStream::connect(self.address).await?;
