@@ -183,6 +183,13 @@ impl Servers {
         }
     }
 
+    /// Stops reporting ready and tells the webhook server to shut down (it drains in the
+    /// background); [`Servers::stop`] waits for it.
+    fn begin_stop(&self) {
+        self.readiness.set_serving(false);
+        let _ = self.stop_webhooks.send(true);
+    }
+
     /// Stops reporting ready, drains the webhooks, then stops the probes and metrics.
     async fn stop(self, failure: Option<Result<(), ServerError>>) -> Result<(), ServerError> {
         self.readiness.set_serving(false);
@@ -293,6 +300,8 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         () = shutdown => None,
         failed = servers.failed() => Some(failed),
     };
+    // The webhooks begin draining at once, while the controller stops.
+    servers.begin_stop();
     let _ = stop_controller.send(true);
     let _ = leading.await;
     servers.stop(failure).await?;

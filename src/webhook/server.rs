@@ -6,8 +6,11 @@
 //! off by default because of the rapid-reset attacks GHSA-qppj-fm5r-hxr3 and
 //! GHSA-4374-p667-p6c8). Each request body is bounded in size and time, then handed to
 //! [`answer`](super::answer), which decides nothing itself either: the rules live in
-//! `admission` and `api::convert`. On shutdown the server stops accepting, reports not ready,
-//! and lets requests in flight finish within a deadline. Probes and metrics are the manager's.
+//! `admission` and `api::convert`. On shutdown the server reports not ready at once, keeps
+//! answering for `--shutdown-delay` while closing each connection after its answer (so the
+//! API server's kept-alive connections move to another replica instead of meeting a closed
+//! socket), then stops accepting and lets requests in flight finish within a deadline. Probes
+//! and metrics are the manager's.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -72,7 +75,14 @@ pub struct ServerArgs {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
 
-    /// Time requests in flight get to finish after SIGTERM or SIGINT.
+    /// After SIGTERM or SIGINT, how long the server still accepts connections and answers,
+    /// reporting not ready and closing each connection after its answer (`Connection:
+    /// close`), so that clients holding kept-alive connections (the API server) move to
+    /// another replica before it stops accepting.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub shutdown_delay: Duration,
+
+    /// Time requests in flight get to finish once the server stops accepting.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
 
@@ -93,6 +103,7 @@ impl Default for ServerArgs {
             enable_http2: false,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             request_timeout: Duration::from_secs(10),
+            shutdown_delay: Duration::from_secs(3),
             shutdown_timeout: Duration::from_secs(15),
             #[cfg(debug_assertions)]
             debug_delay_webhooks: None,
@@ -105,6 +116,8 @@ struct App {
     defaults: Defaults,
     metrics: Metrics,
     max_request_bytes: usize,
+    /// Set once shutting down: every answer closes its connection.
+    draining: AtomicBool,
     #[cfg(debug_assertions)]
     debug_delay: Option<Duration>,
 }
@@ -202,9 +215,11 @@ pub async fn serve(
         defaults: Defaults::from_env(),
         metrics,
         max_request_bytes: args.max_request_bytes,
+        draining: AtomicBool::new(false),
         #[cfg(debug_assertions)]
         debug_delay: args.debug_delay_webhooks,
     });
+    let draining = app.clone();
     #[cfg(debug_assertions)]
     if let Some(delay) = args.debug_delay_webhooks {
         tracing::warn!(
@@ -231,13 +246,27 @@ pub async fn serve(
     let finished = match failure {
         Some(finished) => finished,
         None => {
+            draining.draining.store(true, Ordering::Release);
             tracing::info!(
-                deadline_s = args.shutdown_timeout.as_secs_f64(),
-                in_flight_connections = handle.connection_count(),
-                "shutting down: finishing requests in flight"
+                delay_s = args.shutdown_delay.as_secs_f64(),
+                "shutting down: still answering, each connection closed after its answer"
             );
-            handle.graceful_shutdown(Some(args.shutdown_timeout));
-            webhook_task.await
+            let delayed = tokio::select! {
+                () = tokio::time::sleep(args.shutdown_delay) => None,
+                finished = &mut webhook_task => Some(finished),
+            };
+            match delayed {
+                Some(finished) => finished,
+                None => {
+                    tracing::info!(
+                        deadline_s = args.shutdown_timeout.as_secs_f64(),
+                        in_flight_connections = handle.connection_count(),
+                        "shutting down: no new connections; finishing requests in flight"
+                    );
+                    handle.graceful_shutdown(Some(args.shutdown_timeout));
+                    webhook_task.await
+                }
+            }
         }
     };
     reloader_task.abort();
@@ -293,7 +322,7 @@ async fn handle_review(app: Arc<App>, webhook: &'static Webhook, request: Reques
         app.metrics.record_decision(label, decision);
     }
     measurer.finish(reply.status.as_u16());
-    (
+    let mut response = (
         reply.status,
         [(
             header::CONTENT_TYPE,
@@ -301,7 +330,13 @@ async fn handle_review(app: Arc<App>, webhook: &'static Webhook, request: Reques
         )],
         reply.body,
     )
-        .into_response()
+        .into_response();
+    if app.draining.load(Ordering::Acquire) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 fn text_response(status: StatusCode, message: &'static str) -> Response {

@@ -5,17 +5,20 @@
 //! wrote; memcached runs for real.
 //!
 //! One install serves every scenario (`testkit::scenarios`), started by the first that runs.
-//! Scenarios run in the order listed: the RBAC check of the operator's logs goes last, after
-//! everything else made the operator work. A plain `cargo test` lists them as ignored (they
+//! Scenarios run in the order listed: the RBAC check of the operator's logs comes after
+//! everything else made the operator work, then OLM's certificate rotation, and the uninstall
+//! last. A plain `cargo test` lists them as ignored (they
 //! need .tools, root and Debian's memcached); `make test` runs them with `--ignored`.
 
 mod api;
 mod cluster;
 mod install;
 mod leader;
+mod lifecycle;
 mod operand;
 mod pod_security;
 mod rbac;
+mod writer;
 
 use crate::cluster::Env;
 
@@ -29,6 +32,8 @@ fn main() {
         leader::killing_the_leaders_process_hands_the_lease_to_the_other_replica,
         rbac::with_one_rule_removed_the_check_finds_forbidden,
         rbac::the_operator_works_with_only_what_the_csv_grants,
+        lifecycle::olm_rotates_the_certificate_under_continuous_writes_and_loses_none,
+        lifecycle::uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_off,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);
 }

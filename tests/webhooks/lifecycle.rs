@@ -42,7 +42,8 @@ async fn start_up_to_ready_is_quick() {
 
 #[tokio::test]
 async fn sigterm_lets_a_request_in_flight_finish() {
-    let mut running = start_ready(&[]).await;
+    // No shutdown delay: the server stops accepting at once.
+    let mut running = start_ready(&["--shutdown-delay", "0s"]).await;
     let object = memcached("sessions", json!({"replicas": 3}));
     let body = reviews::body(&admission("CREATE", Some(&object), None));
     let (first, rest) = body.split_at(body.len() / 2);
@@ -79,6 +80,63 @@ async fn sigterm_lets_a_request_in_flight_finish() {
     let status = running.server.exit_status(Duration::from_secs(10)).await;
     assert!(status.success(), "{status:?}");
     assert_eq!(running.server.logs_containing("stopped").len(), 1);
+}
+
+#[tokio::test]
+async fn sigterm_keeps_answering_with_connection_close_for_the_shutdown_delay() {
+    let mut running = start_ready(&["--shutdown-delay", "2s"]).await;
+    let terminated = Instant::now();
+    running.server.terminate();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, _) = client::plain_get(running.server.probes, "/readyz")
+        .await
+        .expect("an answer from /readyz");
+    assert_eq!(status, 503, "not ready once shutting down");
+
+    // A new connection is still accepted and answered, and closed after its answer although
+    // the request asked to keep it alive.
+    let body = reviews::body(&admission(
+        "CREATE",
+        Some(&memcached("late", json!({}))),
+        None,
+    ));
+    let mut tls = running
+        .client
+        .connect()
+        .await
+        .expect("TLS during the shutdown delay");
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\n",
+        path(WebhookKind::Validating),
+        body.len()
+    );
+    tls.write_all(head.as_bytes())
+        .await
+        .expect("write the head");
+    tls.write_all(&body).await.expect("write the body");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection after its answer")
+        .expect("read the answer");
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(
+        terminated.elapsed() < Duration::from_secs(2),
+        "answered within the delay"
+    );
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        running.client.connect().await.is_err(),
+        "no new connections after the shutdown delay"
+    );
+    let status = running.server.exit_status(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}");
 }
 
 #[tokio::test]

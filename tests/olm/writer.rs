@@ -1,0 +1,81 @@
+//! A writer loop that runs through a lifecycle event and counts what failed: it updates one
+//! Memcached over and over, alternating between v1beta1 and v1alpha1, so every write passes
+//! OLM's mutating and validating wiring, and every other one its conversion wiring too.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use memcached_operator::api::v1alpha1;
+use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+/// What a writer did.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Writes attempted.
+    pub attempts: u64,
+    /// The errors of the writes that failed, in order.
+    pub failures: Vec<String>,
+}
+
+/// A running writer loop.
+pub struct Writer {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Tally>,
+}
+
+impl Writer {
+    /// Creates Memcached `name` in `namespace` (one replica) and starts writing to it.
+    pub async fn start(client: &Client, namespace: &str, name: &str) -> Writer {
+        let beta: Api<Memcached> = Api::namespaced(client.clone(), namespace);
+        let mut object = Memcached::new(
+            name,
+            MemcachedSpec {
+                replicas: Some(1),
+                ..MemcachedSpec::default()
+            },
+        );
+        object.metadata.namespace = Some(namespace.to_string());
+        beta.create(&PostParams::default(), &object)
+            .await
+            .expect("create the written Memcached");
+        let alpha: Api<v1alpha1::Memcached> = Api::namespaced(client.clone(), namespace);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let name = name.to_string();
+        let handle = tokio::spawn(async move {
+            let mut tally = Tally::default();
+            while !stopping.load(Ordering::Relaxed) {
+                let patch = json!({"metadata": {"labels": {"write": tally.attempts.to_string()}}});
+                let params = PatchParams::default();
+                let written = if tally.attempts % 2 == 0 {
+                    beta.patch(&name, &params, &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ())
+                } else {
+                    alpha
+                        .patch(&name, &params, &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ())
+                };
+                tally.attempts += 1;
+                if let Err(error) = written {
+                    tally.failures.push(error.to_string());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            tally
+        });
+        Writer { stop, handle }
+    }
+
+    /// Stops the loop and returns what it did.
+    pub async fn stop(self) -> Tally {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.await.expect("the writer loop ends")
+    }
+}
