@@ -65,7 +65,8 @@ run_direct() {
 
   POD_NAMESPACE=default "$BIN" --log-format text run \
     --cert-root "$certs" --bind-address 127.0.0.1 \
-    --webhook-port "$webhook_port" --probe-port "$probe_port" --metrics-port "$metrics_port" &
+    --webhook-port "$webhook_port" --probe-port "$probe_port" --metrics-port "$metrics_port" \
+    --metrics-secure=false &
   operator_pid=$!
 
   for _ in $(seq 1 100); do

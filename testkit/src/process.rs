@@ -143,10 +143,24 @@ impl OperatorBinary {
         .await;
         let found = match bound {
             Ok(Ok(found)) => found.clone(),
-            Ok(Err(_)) => panic!(
-                "{} exited before logging its listeners {listeners:?}",
-                self.path
-            ),
+            Ok(Err(_)) => {
+                // The reader dropped the sender after its last line: every line is kept.
+                let said = logs
+                    .lock()
+                    .map(|logs| {
+                        let skip = logs.len().saturating_sub(10);
+                        logs[skip..]
+                            .iter()
+                            .map(Value::to_string)
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                    .unwrap_or_default();
+                panic!(
+                    "{} exited before logging its listeners {listeners:?}; its last log lines:\n{said}",
+                    self.path
+                )
+            }
             Err(_) => panic!(
                 "{} did not log its listeners {listeners:?} within {BIND_TIMEOUT:?}",
                 self.path
