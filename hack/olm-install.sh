@@ -94,6 +94,21 @@ jsonpath_is() {
   [[ "$got" == "$want" ]]
 }
 
+# installplan_settled: whether the InstallPlan is Complete or Failed; a Failed one leaves
+# its conditions' messages in INSTALL_STATE/installplan-failed.
+installplan_settled() {
+  local phase
+  phase="$(kubectl get installplans -n "$NAMESPACE" -o 'jsonpath={.items[0].status.phase}' 2>&1)" || true
+  echo "got: ${phase:-<nothing>}"
+  if [[ "$phase" == Failed ]]; then
+    kubectl get installplans -n "$NAMESPACE" \
+      -o 'jsonpath={range .items[0].status.conditions[*]}{.reason}: {.message}{"\n"}{end}' \
+      >"$INSTALL_STATE/installplan-failed" 2>&1 || true
+    return 0
+  fi
+  [[ "$phase" == Complete ]]
+}
+
 start() {
   local name running=()
   for name in "${COMPONENTS[@]}"; do
@@ -135,9 +150,9 @@ start() {
     --operator-binary "$OPERATOR_BINARY" \
     --util-image "$OLM_UTIL_IMAGE" --opm-image "$OLM_OPM_IMAGE")
 
-  # The operator's pods serve metrics on their pod IPs' port 8080, which olm's *:8080 would
-  # block: hack/olm.sh moves olm off it.
-  OLM_KEEP_8080_FREE=1 "$ROOT/hack/olm.sh" start
+  # The operator's pods serve metrics on their pod IPs' port 8443, which catalog's *:8443
+  # would block: hack/olm.sh moves catalog off it.
+  OLM_KEEP_8443_FREE=1 "$ROOT/hack/olm.sh" start
   WAITING_ON=node-agent step "Node $NODE_NAME to be Ready and schedulable" jsonpath_is "True/" \
     node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}'
 
@@ -170,8 +185,9 @@ EOF
   WAITING_ON=node-agent step "the bundle-unpack Job in olm to complete (its pod runs on the node agent)" \
     jsonpath_is True jobs -n olm -l operatorframework.io/bundle-unpack-ref \
     -o 'jsonpath={.items[0].status.conditions[?(@.type=="Complete")].status}'
-  step "the InstallPlan to be Complete" jsonpath_is Complete installplans -n "$NAMESPACE" \
-    -o 'jsonpath={.items[0].status.phase}'
+  step "the InstallPlan to be Complete" installplan_settled
+  [[ ! -f "$INSTALL_STATE/installplan-failed" ]] ||
+    die "the InstallPlan Failed: $(cat "$INSTALL_STATE/installplan-failed")"
   local csv deployment replicas csv_done
   csv="$(kubectl get subscription -n "$NAMESPACE" "$PACKAGE" -o 'jsonpath={.status.installedCSV}')"
   [[ -n "$csv" ]] || die "Subscription $PACKAGE names no installedCSV"
@@ -204,7 +220,7 @@ stop() {
 status() {
   local all=0
   print_processes 12 "${COMPONENTS[@]}" || all=1
-  OLM_KEEP_8080_FREE=1 "$ROOT/hack/olm.sh" status || all=1
+  OLM_KEEP_8443_FREE=1 "$ROOT/hack/olm.sh" status || all=1
   return "$all"
 }
 

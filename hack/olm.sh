@@ -35,13 +35,13 @@
 #   OLM_UTIL_IMAGE     the image with OLM's `cpb` utility, for the same Jobs (default: OLM's
 #                      image at the olm pin)
 #   OLM_TIMEOUT        seconds start waits for readiness (default 60)
-#   OLM_KEEP_8080_FREE 1: leave port 8080 to pods that run on this machine (the node agent's:
-#                      the operator's pods serve metrics on their pod IP's 8080, which olm's
-#                      *:8080 would block). olm then gets catalog's certificate too, which
-#                      moves its health server to *:8443; catalog, started first, holds that
-#                      port, so olm's bind fails (OLM only logs it) and olm counts as ready
-#                      when it runs and has reconciled the OLMConfig `cluster`. `make run`
-#                      sets it.
+#   OLM_KEEP_8443_FREE 1: leave port 8443 to pods that run on this machine (the node agent's:
+#                      the operator's pods serve metrics on their pod IP's 8443, which
+#                      catalog's *:8443 would block). Both then run without TLS, so both
+#                      health servers want *:8080; catalog, started first, holds it, olm's
+#                      bind fails (OLM only logs it), and olm counts as ready when it runs
+#                      and has reconciled the OLMConfig `cluster`. hack/olm-install.sh (and
+#                      so `make run`) sets it.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -58,8 +58,10 @@ COMPONENTS=(olm catalog)
 NAMESPACE=olm
 # The ports OLM's health servers bind (pkg/lib/server: ":8080", or ":8443" with TLS).
 OLM_HEALTH_PORT=8080
-KEEP_8080_FREE="${OLM_KEEP_8080_FREE:-0}"
+KEEP_8443_FREE="${OLM_KEEP_8443_FREE:-0}"
 CATALOG_HEALTH_PORT=8443
+# With OLM_KEEP_8443_FREE=1, catalog serves plain HTTP on the port olm would have used.
+[[ "$KEEP_8443_FREE" != 1 ]] || CATALOG_HEALTH_PORT="$OLM_HEALTH_PORT"
 
 log() { printf 'olm: %s\n' "$*" >&2; }
 die() { printf 'olm: error: %s\n' "$*" >&2; exit 1; }
@@ -89,8 +91,8 @@ healthy() {
 }
 
 olm_healthy() {
-  if [[ "$KEEP_8080_FREE" == 1 ]]; then
-    # No health server of its own (see OLM_KEEP_8080_FREE): running, and the OLMConfig
+  if [[ "$KEEP_8443_FREE" == 1 ]]; then
+    # No health server of its own (see OLM_KEEP_8443_FREE): running, and the OLMConfig
     # reconciled.
     [[ -n "$(pid_of olm)" ]] &&
       [[ -n "$(kubectl get olmconfig cluster -o 'jsonpath={.status.conditions[?(@.type=="DisabledCopiedCSVs")].status}' 2>/dev/null)" ]]
@@ -99,6 +101,10 @@ olm_healthy() {
   healthy olm "$OLM_HEALTH_PORT" "http://127.0.0.1:$OLM_HEALTH_PORT/healthz"
 }
 catalog_healthy() {
+  if [[ "$KEEP_8443_FREE" == 1 ]]; then
+    healthy catalog "$CATALOG_HEALTH_PORT" "http://127.0.0.1:$CATALOG_HEALTH_PORT/healthz"
+    return
+  fi
   healthy catalog "$CATALOG_HEALTH_PORT" --cacert "$STATE/pki/ca.crt" \
     "https://127.0.0.1:$CATALOG_HEALTH_PORT/healthz"
 }
@@ -149,14 +155,15 @@ EOF
 }
 
 launch_catalog() {
+  local tls=(--tls-cert "$PKI/catalog.crt" --tls-key "$PKI/catalog.key")
+  [[ "$KEEP_8443_FREE" != 1 ]] || tls=()
   launch catalog \
     --kubeconfig "$KUBECONFIG_FILE" \
     --namespace "$NAMESPACE" \
     --opmImage "$opm_image" \
     --util-image "$util_image" \
     --set-workload-user-id=false \
-    --tls-cert "$PKI/catalog.crt" \
-    --tls-key "$PKI/catalog.key"
+    "${tls[@]}"
 }
 
 start() {
@@ -182,7 +189,7 @@ start() {
   "$ROOT/hack/tools.sh" olm
   command -v curl >/dev/null || die "curl is not installed (needed to check OLM's health)"
   local ports=("$OLM_HEALTH_PORT" "$CATALOG_HEALTH_PORT")
-  [[ "$KEEP_8080_FREE" != 1 ]] || ports=("$CATALOG_HEALTH_PORT")
+  [[ "$KEEP_8443_FREE" != 1 ]] || ports=("$OLM_HEALTH_PORT")
   for port in "${ports[@]}"; do
     owner="$(port_owner "$port")"
     [[ -z "$owner" && -z "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]] ||
@@ -198,19 +205,17 @@ start() {
   install_objects
   sign_catalog_certificate
 
-  local olm_tls=()
-  if [[ "$KEEP_8080_FREE" == 1 ]]; then
-    # catalog first, so that it holds 8443 and olm's bind there is the one that fails.
+  if [[ "$KEEP_8443_FREE" == 1 ]]; then
+    # catalog first, so that it holds 8080 and olm's bind there is the one that fails.
     launch_catalog
     WAITING_ON=catalog wait_for "catalog /healthz on port $CATALOG_HEALTH_PORT" catalog_healthy
-    olm_tls=(--tls-cert "$PKI/catalog.crt" --tls-key "$PKI/catalog.key")
   fi
   # olm reads its kubeconfig from KUBECONFIG only; OPERATOR_NAMESPACE and OPERATOR_NAME are
   # what its Deployment sets.
   KUBECONFIG="$KUBECONFIG_FILE" OPERATOR_NAMESPACE="$NAMESPACE" OPERATOR_NAME=olm-operator \
-    launch olm --namespace "$NAMESPACE" "${olm_tls[@]}"
-  if [[ "$KEEP_8080_FREE" == 1 ]]; then
-    WAITING_ON=olm wait_for "olm to run and reconcile the OLMConfig cluster (port 8080 left free)" olm_healthy
+    launch olm --namespace "$NAMESPACE"
+  if [[ "$KEEP_8443_FREE" == 1 ]]; then
+    WAITING_ON=olm wait_for "olm to run and reconcile the OLMConfig cluster (port 8443 left free)" olm_healthy
   else
     launch_catalog
     WAITING_ON=olm wait_for "olm /healthz on port $OLM_HEALTH_PORT" olm_healthy

@@ -146,9 +146,17 @@ mod tests {
         let args = webhooks_args(cli);
         assert_eq!(args.server.webhook_port, 9443);
         assert_eq!(args.probes.probe_port, 8081);
-        assert_eq!(args.probes.metrics_port, 8080);
+        assert_eq!(args.metrics.metrics_port, 8443);
+        assert!(args.metrics.metrics_secure, "metrics are secure by default");
         assert_eq!(args.server.cert_root, std::path::PathBuf::from("/"));
         assert!(!args.server.enable_http2);
+    }
+
+    #[test]
+    fn metrics_secure_false_turns_plain_http_on() {
+        let cli = Cli::try_parse_from(["memcached-operator", "webhooks", "--metrics-secure=false"])
+            .expect("parses");
+        assert!(!webhooks_args(cli).metrics.metrics_secure);
     }
 
     #[test]

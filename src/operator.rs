@@ -15,8 +15,15 @@ pub const WEBHOOK_PORT: u16 = 9443;
 pub const WEBHOOK_SERVICE_PORT: u16 = 443;
 /// Where `/healthz` and `/readyz` answer.
 pub const PROBE_PORT: u16 = 8081;
-/// Where Prometheus metrics are served.
-pub const METRICS_PORT: u16 = 8080;
+/// Where Prometheus metrics are served: HTTPS to authorized callers, as kubebuilder's
+/// scaffolds do (plain HTTP with `--metrics-secure=false`).
+pub const METRICS_PORT: u16 = 8443;
+/// The path of the metrics, and the non-resource URL a scraper needs `get` on.
+pub const METRICS_PATH: &str = "/metrics";
+/// The Service in front of the metrics port; its name is in the self-signed certificate.
+pub const METRICS_SERVICE_NAME: &str = "memcached-operator-controller-manager-metrics-service";
+/// Where the metrics serving certificate is mounted when there is one (kubebuilder's path).
+pub const METRICS_CERT_DIR: &str = "/tmp/k8s-metrics-server/metrics-certs";
 /// The environment variable naming the memcached image the operator was released with.
 pub const RELATED_IMAGE_ENV: &str = "RELATED_IMAGE_MEMCACHED";
 /// The environment variable with the operator's own namespace (downward API).

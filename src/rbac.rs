@@ -1,5 +1,6 @@
 //! Declares the permissions the operator needs, once: the CSV's `clusterPermissions` and
-//! `permissions` and the `config/rbac` roles are all written from these two lists.
+//! `permissions` and the `config/rbac` roles are all written from these two lists. Also
+//! declares what a scraper needs to read the metrics (the `metrics-reader` ClusterRole).
 //!
 //! No rule uses a wildcard. Cluster-wide rules cover what the controller watches and owns in
 //! every namespace; namespaced rules cover what it only touches in its own namespace (the
@@ -7,7 +8,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
-use crate::api;
+use crate::{api, operator};
 
 /// Verbs to read and watch a resource.
 const READ: &[&str] = &["get", "list", "watch"];
@@ -53,7 +54,28 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
         // Events about the objects it reconciles, through either API.
         rule("events.k8s.io", &["events"], &["create", "patch"]),
         rule("", &["events"], &["create", "patch"]),
+        // Who may read the metrics: callers' tokens and rights are reviewed by the API server.
+        rule("authentication.k8s.io", &["tokenreviews"], &["create"]),
+        rule(
+            "authorization.k8s.io",
+            &["subjectaccessreviews"],
+            &["create"],
+        ),
     ]
+}
+
+/// The verb a scraper needs on [`operator::METRICS_PATH`]: what the metrics server asks a
+/// SubjectAccessReview for a `GET`.
+pub const METRICS_VERB: &str = "get";
+
+/// Rules of the `metrics-reader` ClusterRole: `get` on the non-resource URL of the metrics.
+/// Bind it to a scraper's ServiceAccount (Prometheus's) to let it read them.
+pub fn metrics_reader_rules() -> Vec<PolicyRule> {
+    vec![PolicyRule {
+        non_resource_urls: Some(vec![operator::METRICS_PATH.to_string()]),
+        verbs: vec![METRICS_VERB.to_string()],
+        ..PolicyRule::default()
+    }]
 }
 
 /// Rules granted only in the operator's own namespace (a Role): leader election.
@@ -75,6 +97,7 @@ mod tests {
         cluster_rules()
             .into_iter()
             .chain(namespaced_rules())
+            .chain(metrics_reader_rules())
             .collect()
     }
 
@@ -86,6 +109,7 @@ mod tests {
                 .iter()
                 .flatten()
                 .chain(rule.resources.iter().flatten())
+                .chain(rule.non_resource_urls.iter().flatten())
                 .chain(rule.verbs.iter());
             for word in words {
                 assert!(!word.contains('*'), "{rule:?}");
@@ -126,5 +150,40 @@ mod tests {
                     .any(|g| g == "apiextensions.k8s.io")
             );
         }
+    }
+
+    #[test]
+    fn the_operator_may_review_tokens_and_access_and_nothing_more_of_those_apis() {
+        let rules = cluster_rules();
+        let grants = |group: &str, resource: &str| {
+            rules
+                .iter()
+                .find(|r| {
+                    r.api_groups.iter().flatten().any(|g| g == group)
+                        && r.resources.iter().flatten().any(|res| res == resource)
+                })
+                .map(|r| r.verbs.clone())
+        };
+        assert_eq!(
+            grants("authentication.k8s.io", "tokenreviews"),
+            Some(vec!["create".to_string()])
+        );
+        assert_eq!(
+            grants("authorization.k8s.io", "subjectaccessreviews"),
+            Some(vec!["create".to_string()])
+        );
+    }
+
+    #[test]
+    fn the_metrics_reader_may_get_the_metrics_path_only() {
+        let rules = metrics_reader_rules();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            rules[0].non_resource_urls,
+            Some(vec![operator::METRICS_PATH.to_string()])
+        );
+        assert_eq!(rules[0].verbs, vec![METRICS_VERB.to_string()]);
+        assert_eq!(rules[0].api_groups, None);
+        assert_eq!(rules[0].resources, None);
     }
 }

@@ -75,7 +75,8 @@ impl Ports {
 }
 
 /// Starts `memcached-operator webhooks --cert-root ROOT` on `ports`, logging JSON at the
-/// default level (`info`) to nowhere, as in a cluster.
+/// default level (`info`) to nowhere, as in a cluster; its metrics are plain HTTP, since no API
+/// server reviews callers here.
 pub fn spawn_operator(cert_root: &Path, ports: &Ports) -> Child {
     Command::new(OPERATOR)
         .args(["webhooks", "--bind-address", "127.0.0.1"])
@@ -85,6 +86,7 @@ pub fn spawn_operator(cert_root: &Path, ports: &Ports) -> Child {
         .arg(ports.probe.to_string())
         .arg("--metrics-port")
         .arg(ports.metrics.to_string())
+        .arg("--metrics-secure=false")
         .arg("--cert-root")
         .arg(cert_root)
         .args(["--log-format", "json"])

@@ -1,6 +1,7 @@
 //! Builds the operator's registry+v1 bundle: the CSV (from the API types, the webhook table,
-//! the RBAC declaration and the release facts), the CRD, the metrics Service, the network
-//! policies, the bundle metadata, the scorecard configuration and `bundle.Dockerfile`.
+//! the RBAC declaration and the release facts), the CRD, the metrics Service, the
+//! `metrics-reader` ClusterRole, the network policies, the bundle metadata, the scorecard
+//! configuration and `bundle.Dockerfile`.
 //!
 //! Building is pure: options in, objects and file contents out. Checking OLM's rules and
 //! writing are `generate`'s job.
@@ -9,7 +10,6 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -21,15 +21,13 @@ use super::csv::{
     StrategyDeploymentPermissions, StrategyDetailsDeployment, WebhookDescription,
 };
 use super::files::{Files, FilesError};
+use super::monitoring::{self, METRICS_READER_ROLE_NAME, METRICS_SERVICE_NAME};
 use super::{deployment, descriptors, network_policy, release, samples};
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator, rbac};
 
 /// The icon, an SVG.
 pub const ICON_SVG: &str = include_str!("../../assets/icon.svg");
-
-/// The metrics Service's name.
-pub const METRICS_SERVICE_NAME: &str = "memcached-operator-controller-manager-metrics-service";
 
 /// Where the bundle's files go, relative to the output directory.
 pub const BUNDLE_DIR: &str = "bundle";
@@ -284,32 +282,6 @@ pub fn cluster_service_version(
     })
 }
 
-/// The Service that exposes the operator's metrics.
-pub fn metrics_service(namespace: Option<&str>) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: Some(METRICS_SERVICE_NAME.to_string()),
-            namespace: namespace.map(str::to_string),
-            labels: Some(deployment::pod_labels()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            ports: Some(vec![ServicePort {
-                name: Some(deployment::METRICS_PORT_NAME.to_string()),
-                port: i32::from(operator::METRICS_PORT),
-                protocol: Some("TCP".to_string()),
-                target_port: Some(IntOrString::String(
-                    deployment::METRICS_PORT_NAME.to_string(),
-                )),
-                ..ServicePort::default()
-            }]),
-            selector: Some(deployment::pod_labels()),
-            ..ServiceSpec::default()
-        }),
-        ..Service::default()
-    }
-}
-
 /// The bundle annotations, shared by `metadata/annotations.yaml` and `bundle.Dockerfile`.
 pub fn annotations() -> Vec<(&'static str, String)> {
     vec![
@@ -439,8 +411,16 @@ pub fn files(
     )?;
     files.yaml(
         &format!("{manifests}/{METRICS_SERVICE_NAME}_v1_service.yaml"),
-        &metrics_service(None),
+        &monitoring::metrics_service(None),
     )?;
+    files.yaml(
+        &format!(
+            "{manifests}/{METRICS_READER_ROLE_NAME}_rbac.authorization.k8s.io_v1_clusterrole.yaml"
+        ),
+        &monitoring::metrics_reader_role(),
+    )?;
+    // No ServiceMonitor: OLM v0.46 fails the whole InstallPlan on a cluster without the
+    // Prometheus Operator's CRD (docs/packaging.md); it ships in config/prometheus only.
     for policy in network_policy::all(None) {
         let name = policy.metadata.name.clone().unwrap_or_default();
         files.yaml(

@@ -1,6 +1,8 @@
 //! Builds the kustomize trees under `config/` that install the operator without OLM: the CRD
-//! (with its conversion webhook), RBAC, the manager Deployment, the webhook Service and
-//! configurations, cert-manager's Issuer and Certificate, the network policies, samples, and
+//! (with its conversion webhook), RBAC (the `metrics-reader` role included), the manager
+//! Deployment and its metrics Service, the webhook Service and configurations, cert-manager's
+//! Issuer and Certificate, the network policies, the ServiceMonitor (`prometheus/`, left out
+//! of `default/` as kubebuilder does: it needs the Prometheus Operator's CRDs), samples, and
 //! `default/` tying them together.
 //!
 //! Every name and namespace is written out in full (no `namePrefix`), so the Service named in
@@ -24,12 +26,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
-use super::bundle::{crd_file_name, metrics_service};
+use super::bundle::crd_file_name;
 use super::deployment;
 use super::files::{Files, FilesError};
+use super::monitoring::{metrics_reader_role, metrics_service, service_monitor};
 use super::network_policy;
 use super::release;
 use super::samples;
+use super::yaml::to_yaml;
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator, rbac};
 
@@ -313,6 +317,10 @@ fn rbac_files(files: &mut Files) -> Result<(), FilesError> {
         },
     )?;
     files.yaml(
+        "config/rbac/metrics_reader_role.yaml",
+        &metrics_reader_role(),
+    )?;
+    files.yaml(
         "config/rbac/kustomization.yaml",
         &kustomization(&[
             "service_account.yaml",
@@ -320,6 +328,7 @@ fn rbac_files(files: &mut Files) -> Result<(), FilesError> {
             "role_binding.yaml",
             "leader_election_role.yaml",
             "leader_election_role_binding.yaml",
+            "metrics_reader_role.yaml",
         ]),
     )
 }
@@ -392,6 +401,15 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
     files.yaml(
         "config/webhook/kustomization.yaml",
         &kustomization(&["service.yaml", "validating.yaml", "mutating.yaml"]),
+    )?;
+
+    files.yaml(
+        "config/prometheus/monitor.yaml",
+        &service_monitor(Some(NAMESPACE)),
+    )?;
+    files.yaml(
+        "config/prometheus/kustomization.yaml",
+        &kustomization(&["monitor.yaml"]),
     )?;
 
     let [metrics_policy, webhook_policy] = network_policy::all(Some(NAMESPACE));
@@ -479,6 +497,17 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
     default["namespace"] = json!(NAMESPACE);
     default["components"] = json!(["../certmanager"]);
     default["patches"] = json!([{"path": "manager_webhook_patch.yaml"}]);
-    files.yaml("config/default/kustomization.yaml", &default)?;
+    let path = "config/default/kustomization.yaml";
+    let default = to_yaml(&default).map_err(|source| FilesError::Render {
+        path: path.to_string(),
+        source,
+    })?;
+    files.text(
+        path,
+        format!(
+            "{default}# ../prometheus (the ServiceMonitor) needs the Prometheus Operator's CRDs: add it\n\
+             # to resources where they are installed.\n"
+        ),
+    )?;
     Ok(files)
 }

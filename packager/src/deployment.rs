@@ -4,7 +4,9 @@
 //! Ports, names and environment come from `operator`; the security context is the restricted
 //! Pod Security Standard and fits OpenShift's restricted-v2 SCC (no fixed user: OpenShift
 //! assigns one from the namespace's range). A required node affinity keeps the pods on the
-//! platforms the image is built for (`release::PLATFORMS`).
+//! platforms the image is built for (`release::PLATFORMS`). The metrics serving certificate is
+//! mounted from an optional Secret (OpenShift's service-ca writes it; elsewhere it does not
+//! exist and the operator makes a self-signed one).
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction,
     NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector,
     PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
-    SecurityContext,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -31,6 +33,11 @@ pub const WEBHOOK_PORT_NAME: &str = "webhook-server";
 pub const PROBE_PORT_NAME: &str = "health";
 /// Name of the metrics port.
 pub const METRICS_PORT_NAME: &str = "metrics";
+/// The Secret holding the metrics serving certificate: OpenShift's service-ca writes it when
+/// the metrics Service asks; elsewhere it does not exist and the volume stays empty.
+pub const METRICS_CERT_SECRET_NAME: &str = "memcached-operator-metrics-cert";
+/// The volume the metrics serving certificate is mounted from.
+pub const METRICS_CERT_VOLUME: &str = "metrics-cert";
 /// Path of the liveness probe.
 pub const LIVENESS_PATH: &str = "/healthz";
 /// Path of the readiness probe.
@@ -92,7 +99,18 @@ pub fn container(image: &str) -> Container {
         image: Some(image.to_string()),
         image_pull_policy: Some("IfNotPresent".to_string()),
         command: Some(vec![release::BINARY_PATH.to_string()]),
-        args: Some(vec!["run".to_string()]),
+        args: Some(vec![
+            "run".to_string(),
+            format!("--metrics-port={}", operator::METRICS_PORT),
+            "--metrics-secure=true".to_string(),
+            format!("--metrics-cert-dir={}", operator::METRICS_CERT_DIR),
+        ]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: METRICS_CERT_VOLUME.to_string(),
+            mount_path: operator::METRICS_CERT_DIR.to_string(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
         env: Some(vec![
             EnvVar {
                 name: operator::RELATED_IMAGE_ENV.to_string(),
@@ -237,6 +255,15 @@ pub fn spec(image: &str) -> DeploymentSpec {
                 }),
                 termination_grace_period_seconds: Some(10),
                 affinity: Some(require_platforms(prefer_distinct_nodes(labels))),
+                volumes: Some(vec![Volume {
+                    name: METRICS_CERT_VOLUME.to_string(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(METRICS_CERT_SECRET_NAME.to_string()),
+                        optional: Some(true),
+                        ..SecretVolumeSource::default()
+                    }),
+                    ..Volume::default()
+                }]),
                 ..PodSpec::default()
             }),
         },
@@ -334,7 +361,43 @@ mod tests {
     fn the_container_listens_on_the_operator_ports() {
         let c = container("example.com/operator:v1");
         let ports: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
-        assert_eq!(ports, vec![9443, 8081, 8080]);
+        assert_eq!(ports, vec![9443, 8081, 8443]);
         assert_eq!(c.name, operator::CONTAINER_NAME);
+    }
+
+    #[test]
+    fn metrics_are_secure_with_the_certificate_of_an_optional_secret() {
+        let spec = spec("example.com/operator:v1");
+        let pod = spec.template.spec.expect("pod spec");
+        let args = pod.containers[0].args.clone().expect("args");
+        assert!(
+            args.contains(&"--metrics-secure=true".to_string()),
+            "{args:?}"
+        );
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == METRICS_CERT_VOLUME)
+            .and_then(|v| v.secret.clone())
+            .expect("a secret volume");
+        assert_eq!(
+            volume.secret_name.as_deref(),
+            Some(METRICS_CERT_SECRET_NAME)
+        );
+        assert_eq!(
+            volume.optional,
+            Some(true),
+            "vanilla clusters have no such Secret"
+        );
+        let mount = pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == METRICS_CERT_VOLUME)
+            .cloned()
+            .expect("mounted");
+        assert_eq!(mount.mount_path, operator::METRICS_CERT_DIR);
+        assert_eq!(mount.read_only, Some(true));
     }
 }

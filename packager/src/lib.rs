@@ -18,6 +18,7 @@ pub mod deployment;
 pub mod descriptors;
 pub mod files;
 pub mod generate;
+pub mod monitoring;
 pub mod network_policy;
 pub mod release;
 pub mod rules;

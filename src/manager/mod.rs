@@ -1,6 +1,6 @@
 //! Owns the operator process's lifetime, as controller-runtime's Manager does: the probe and
-//! metrics servers and the webhook server on every replica, and the controller on the one
-//! replica that holds the leader Lease (`leader`).
+//! metrics servers (`probes`, `metrics`) and the webhook server on every replica, and the
+//! controller on the one replica that holds the leader Lease (`leader`).
 //!
 //! Losing the lease stops reconciling at once; SIGTERM stops the controller first and only
 //! then releases the lease, so two replicas never reconcile at the same time. The webhook
@@ -9,6 +9,7 @@
 //! own metrics in the one registry the metrics server encodes.
 
 pub mod leader;
+pub mod metrics;
 pub mod probes;
 
 use std::future::Future;
@@ -28,6 +29,9 @@ use crate::controller::{self, Context};
 use crate::listener::ServerError;
 use crate::webhook::{self, server};
 use leader::{Elector, Timing};
+use metrics::auth::{Gate, ReviewCounter, Ttls};
+use metrics::reviews::ApiServerReviews;
+use metrics::{Audience, MetricsArgs};
 use probes::{Check, ProbeArgs, Readiness};
 
 /// The prefix of every metric name.
@@ -38,6 +42,9 @@ pub const METRICS_PREFIX: &str = "memcached_operator";
 pub struct WebhooksArgs {
     #[command(flatten)]
     pub probes: ProbeArgs,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 
     #[command(flatten)]
     pub server: server::ServerArgs,
@@ -93,6 +100,12 @@ pub enum RunError {
     /// No Kubernetes client could be configured.
     #[error("cannot configure a Kubernetes client (in-cluster or KUBECONFIG): {0}")]
     Client(#[source] kube::Error),
+    /// Secure metrics need a client to review callers, and none could be configured.
+    #[error(
+        "--metrics-secure needs a Kubernetes client (in-cluster or KUBECONFIG) to review \
+         metrics callers; pass --metrics-secure=false to serve metrics over plain HTTP"
+    )]
+    MetricsClient(#[source] kube::Error),
     /// Leader election has no namespace to put its Lease in.
     #[error(
         "leader election needs the operator's namespace: set POD_NAMESPACE or --lease-namespace, \
@@ -119,12 +132,44 @@ struct Servers {
     webhooks: Option<tokio::task::JoinHandle<Result<(), ServerError>>>,
     stop_probes: watch::Sender<bool>,
     probes: tokio::task::JoinHandle<Result<(), ServerError>>,
+    metrics: tokio::task::JoinHandle<Result<(), ServerError>>,
+}
+
+/// Who may read the metrics: anyone with `--metrics-secure=false`, else callers the API
+/// server `client` talks to authenticates and authorizes.
+fn metrics_audience(
+    args: &WebhooksArgs,
+    client: Option<Client>,
+    registry: &mut Registry,
+) -> Audience<ApiServerReviews> {
+    match client {
+        Some(client) if args.metrics.metrics_secure => {
+            let namespace = std::env::var(crate::operator::POD_NAMESPACE_ENV).ok();
+            Audience::Admitted {
+                gate: Arc::new(Gate::new(
+                    ApiServerReviews::new(client),
+                    Ttls::default(),
+                    ReviewCounter::register(registry),
+                )),
+                names: metrics::cert::names(namespace.as_deref()),
+                cert_poll_interval: args.server.cert_poll_interval,
+            }
+        }
+        _ => Audience::Anyone,
+    }
 }
 
 impl Servers {
     /// Starts the probe and metrics servers, and the webhook server when `webhooks` is true.
-    fn start(args: &WebhooksArgs, webhooks: bool, mut registry: Registry) -> Servers {
+    /// Metrics are reviewed through `client` (which secure metrics need).
+    fn start(
+        args: &WebhooksArgs,
+        webhooks: bool,
+        mut registry: Registry,
+        client: Option<Client>,
+    ) -> Servers {
         let webhook_metrics = webhook::metrics::Metrics::register(&mut registry);
+        let audience = metrics_audience(args, client, &mut registry);
         let webhook_readiness = Arc::new(server::Readiness::default());
         let mut checks: Vec<Check> = Vec::new();
         if webhooks {
@@ -136,15 +181,20 @@ impl Servers {
         let probe_args = args.probes.clone();
         let probes = tokio::spawn({
             let readiness = readiness.clone();
-            async move {
-                probes::serve(
-                    &probe_args,
-                    readiness,
-                    Arc::new(registry),
-                    stopped(probes_stopped),
-                )
-                .await
-            }
+            let stop = stopped(probes_stopped.clone());
+            async move { probes::serve(&probe_args, readiness, stop).await }
+        });
+        let metrics_args = args.metrics.clone();
+        let bind_address = args.probes.bind_address;
+        let metrics = tokio::spawn(async move {
+            metrics::serve(
+                &metrics_args,
+                bind_address,
+                Arc::new(registry),
+                audience,
+                stopped(probes_stopped),
+            )
+            .await
         });
         let (stop_webhooks, webhooks_stopped) = watch::channel(false);
         let webhooks = webhooks.then(|| {
@@ -166,6 +216,7 @@ impl Servers {
             webhooks,
             stop_probes,
             probes,
+            metrics,
         }
     }
 
@@ -180,6 +231,7 @@ impl Servers {
         tokio::select! {
             result = webhooks => result,
             result = &mut self.probes => joined("probes", result),
+            result = &mut self.metrics => joined("metrics", result),
         }
     }
 
@@ -199,13 +251,21 @@ impl Servers {
             _ => Ok(()),
         };
         let _ = self.stop_probes.send(true);
-        let probes = if failure.is_none() {
-            joined("probes", self.probes.await)
+        let (probes, metrics) = if failure.is_none() {
+            (
+                joined("probes", self.probes.await),
+                joined("metrics", self.metrics.await),
+            )
         } else {
             self.probes.abort();
-            Ok(())
+            self.metrics.abort();
+            (Ok(()), Ok(()))
         };
-        failure.unwrap_or(Ok(())).and(webhooks).and(probes)
+        failure
+            .unwrap_or(Ok(()))
+            .and(webhooks)
+            .and(probes)
+            .and(metrics)
     }
 }
 
@@ -228,7 +288,16 @@ pub async fn serve_webhooks(
     args: WebhooksArgs,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
-    let mut servers = Servers::start(&args, true, Registry::with_prefix(METRICS_PREFIX));
+    let client = if args.metrics.metrics_secure {
+        Some(
+            Client::try_default()
+                .await
+                .map_err(RunError::MetricsClient)?,
+        )
+    } else {
+        None
+    };
+    let mut servers = Servers::start(&args, true, Registry::with_prefix(METRICS_PREFIX), client);
     let failure = tokio::select! {
         () = shutdown => None,
         failed = servers.failed() => Some(failed),
@@ -268,7 +337,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         controller_metrics,
     ));
 
-    let mut servers = Servers::start(&args.serving, args.webhooks, registry);
+    let mut servers = Servers::start(&args.serving, args.webhooks, registry, Some(client.clone()));
     let (stop_controller, controller_stopped) = watch::channel(false);
     let leading = match lease_namespace {
         None => tokio::spawn(reconcile_unelected(

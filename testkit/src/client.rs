@@ -1,8 +1,12 @@
-//! Speaks TLS (HTTP/1.1 or HTTP/2) to the webhook listener and plain HTTP to the probe and
-//! metrics listeners, reporting which certificate the server presented.
+//! Speaks TLS (HTTP/1.1 or HTTP/2) to the webhook listener, plain HTTP to the probe listener,
+//! and HTTPS with an optional bearer token or plain HTTP to the metrics listener, reporting
+//! which certificate the server presented.
 //!
 //! Every connection does a full handshake, so an answer always shows the certificate served
-//! at that moment; the client never pools or resumes.
+//! at that moment; the client never pools or resumes. The metrics client trusts any
+//! certificate, as a ServiceMonitor with `insecureSkipVerify` does (the operator's metrics
+//! certificate is self-signed outside OpenShift), but still checks the handshake's
+//! signatures.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,8 +15,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::DigitallySignedStruct;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -111,13 +118,37 @@ impl TlsClient {
                 .add(cert)
                 .unwrap_or_else(|error| panic!("the CA is not a usable trust anchor: {error}"));
         }
-        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
         .with_safe_default_protocol_versions()
         .unwrap_or_else(|error| panic!("ring offers no safe TLS version: {error}"))
         .with_root_certificates(roots)
         .with_no_client_auth();
+        TlsClient::with_config(address, config, alpn)
+    }
+
+    /// Trusts any certificate the server presents (as `insecureSkipVerify`), offers
+    /// `http/1.1`: for the metrics listener's self-signed certificate.
+    ///
+    /// # Panics
+    /// If ring offers no safe TLS version, which it always does.
+    pub fn trusting_any_certificate(address: SocketAddr) -> TlsClient {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap_or_else(|error| panic!("ring offers no safe TLS version: {error}"))
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        TlsClient::with_config(address, config, &[b"http/1.1"])
+    }
+
+    fn with_config(
+        address: SocketAddr,
+        mut config: rustls::ClientConfig,
+        alpn: &[&[u8]],
+    ) -> TlsClient {
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         // A resumed session carries no certificate (rustls would report the cached one).
         config.resumption = rustls::client::Resumption::disabled();
@@ -152,12 +183,30 @@ impl TlsClient {
         self.request(Method::POST, path, body.into()).await
     }
 
+    /// `GET path` over a new HTTP/1.1 connection, with `Authorization: Bearer TOKEN` when a
+    /// token is given.
+    pub async fn get(&self, path: &str, token: Option<&str>) -> Result<Answer, RequestError> {
+        let authorization = token.map(|token| format!("Bearer {token}"));
+        self.send(Method::GET, path, Bytes::new(), authorization.as_deref())
+            .await
+    }
+
     /// Sends one request over a new connection, HTTP/2 when that was negotiated.
     pub async fn request(
         &self,
         method: Method,
         path: &str,
         body: Bytes,
+    ) -> Result<Answer, RequestError> {
+        self.send(method, path, body, None).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        authorization: Option<&str>,
     ) -> Result<Answer, RequestError> {
         let tls = self.connect().await.map_err(RequestError::Connect)?;
         let (_, connection) = tls.get_ref();
@@ -168,12 +217,14 @@ impl TlsClient {
             .unwrap_or_default();
         let chain_length = presented.len();
         let alpn = connection.alpn_protocol().map(<[u8]>::to_vec);
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(method)
             .uri(format!("https://{SERVER_NAME}{path}"))
-            .header("content-type", "application/json")
-            .body(Full::new(body))
-            .map_err(RequestError::Build)?;
+            .header("content-type", "application/json");
+        if let Some(authorization) = authorization {
+            request = request.header("authorization", authorization);
+        }
+        let request = request.body(Full::new(body)).map_err(RequestError::Build)?;
         let response = if alpn.as_deref() == Some(b"h2") {
             let (mut sender, connection) =
                 hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
@@ -245,6 +296,56 @@ impl TlsClient {
             })?;
         tokio::spawn(connection);
         Ok(KeepAlive { sender })
+    }
+}
+
+/// Accepts whatever certificate the server presents, but checks that the server holds its
+/// key (the handshake's signatures), as a TLS client with verification skipped does.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 

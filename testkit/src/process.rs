@@ -1,6 +1,7 @@
 //! Runs the `memcached-operator` binary as a child process on loopback ports it picks itself,
-//! reads the addresses it logs, waits for readiness, and keeps its JSON log lines for tests to
-//! look at.
+//! reads the addresses it logs, waits for readiness, scrapes its metrics (over HTTPS with a
+//! bearer token unless it was started with `--metrics-secure=false`), and keeps its JSON log
+//! lines for tests to look at.
 //!
 //! The binary's path comes from the test crate that was built with it (cargo sets
 //! `CARGO_BIN_EXE_memcached-operator` only there), so each test crate names it once:
@@ -30,6 +31,9 @@ const BIND_TIMEOUT: Duration = Duration::from_secs(10);
 /// The log line the operator writes for each listener it has bound.
 const LISTENING: &str = "listening";
 
+/// The flag that makes the operator serve its metrics over plain HTTP to anyone.
+pub const METRICS_INSECURE: &str = "--metrics-secure=false";
+
 /// The operator binary a test crate was built with.
 #[derive(Clone, Copy, Debug)]
 pub struct OperatorBinary {
@@ -58,7 +62,8 @@ impl OperatorBinary {
 
     /// Starts `webhooks` on 127.0.0.1 (every listener on a port of its choosing) with the
     /// certificate source and further flags, and waits until its three listeners are bound
-    /// (not until it is ready).
+    /// (not until it is ready). Its metrics are plain HTTP (`--metrics-secure=false`): there
+    /// is no API server to review callers.
     ///
     /// # Panics
     /// As [`OperatorBinary::start`].
@@ -73,6 +78,7 @@ impl OperatorBinary {
             "0",
             "--metrics-port",
             "0",
+            METRICS_INSECURE,
         ]
         .iter()
         .map(|a| a.to_string())
@@ -87,7 +93,8 @@ impl OperatorBinary {
     }
 
     /// Starts the binary with `args` (a subcommand and its flags) and extra environment,
-    /// logging JSON at level info, and waits until the named listeners are bound.
+    /// logging JSON at level info, and waits until the named listeners are bound. Its metrics
+    /// are scraped over HTTPS unless `args` holds [`METRICS_INSECURE`].
     ///
     /// # Panics
     /// If the binary cannot be started, or does not log every listener in `listeners` within
@@ -136,10 +143,24 @@ impl OperatorBinary {
         .await;
         let found = match bound {
             Ok(Ok(found)) => found.clone(),
-            Ok(Err(_)) => panic!(
-                "{} exited before logging its listeners {listeners:?}",
-                self.path
-            ),
+            Ok(Err(_)) => {
+                // The reader dropped the sender after its last line: every line is kept.
+                let said = logs
+                    .lock()
+                    .map(|logs| {
+                        let skip = logs.len().saturating_sub(10);
+                        logs[skip..]
+                            .iter()
+                            .map(Value::to_string)
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                    .unwrap_or_default();
+                panic!(
+                    "{} exited before logging its listeners {listeners:?}; its last log lines:\n{said}",
+                    self.path
+                )
+            }
             Err(_) => panic!(
                 "{} did not log its listeners {listeners:?} within {BIND_TIMEOUT:?}",
                 self.path
@@ -156,6 +177,8 @@ impl OperatorBinary {
             webhook: address("webhooks"),
             probes: address("probes"),
             metrics: address("metrics"),
+            metrics_https: !args.iter().any(|a| a == METRICS_INSECURE),
+            metrics_token: None,
             child,
             logs,
         }
@@ -171,6 +194,9 @@ pub struct Server {
     pub probes: SocketAddr,
     /// `/metrics`.
     pub metrics: SocketAddr,
+    /// Whether `/metrics` is served over HTTPS (to reviewed callers).
+    pub metrics_https: bool,
+    metrics_token: Option<String>,
     logs: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -242,18 +268,42 @@ impl Server {
         );
     }
 
-    /// The text of `GET /metrics`.
+    /// Sends `token` with every scrape of [`Server::metrics`] from now on.
+    pub fn set_metrics_token(&mut self, token: impl Into<String>) {
+        self.metrics_token = Some(token.into());
+    }
+
+    /// `GET /metrics` with `token` as the bearer token (over HTTPS, trusting any certificate,
+    /// or plain HTTP); returns the status and the body as text.
+    ///
+    /// # Errors
+    /// When the metrics listener gives no answer.
+    pub async fn get_metrics(
+        &self,
+        token: Option<&str>,
+    ) -> Result<(u16, String), client::RequestError> {
+        let (status, body) = if self.metrics_https {
+            let answer = client::TlsClient::trusting_any_certificate(self.metrics)
+                .get("/metrics", token)
+                .await?;
+            (answer.status, answer.body)
+        } else {
+            client::plain_get(self.metrics, "/metrics").await?
+        };
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// The text of `GET /metrics`, with the token of [`Server::set_metrics_token`].
     ///
     /// # Panics
-    /// If the metrics listener does not answer 200 with UTF-8.
+    /// If the metrics listener does not answer 200.
     pub async fn metrics(&self) -> String {
-        let (status, body) = match client::plain_get(self.metrics, "/metrics").await {
+        let (status, body) = match self.get_metrics(self.metrics_token.as_deref()).await {
             Ok(answer) => answer,
             Err(error) => panic!("GET /metrics on {}: {error}", self.metrics),
         };
-        assert_eq!(status, 200, "GET /metrics on {}", self.metrics);
-        String::from_utf8(body.to_vec())
-            .unwrap_or_else(|error| panic!("/metrics is not UTF-8: {error}"))
+        assert_eq!(status, 200, "GET /metrics on {}: {body}", self.metrics);
+        body
     }
 
     /// The resident set size of the process, in KiB.

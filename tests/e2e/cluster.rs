@@ -1,13 +1,21 @@
 //! Sets up what the scenarios run against: a local control plane (the test kit's), the
-//! operator binary with its serving certificate in a temporary OLM layout, and OLM's webhook
-//! wiring pointing at it.
+//! operator binary with its serving certificate in a temporary OLM layout, OLM's webhook
+//! wiring pointing at it, and a scraper's token bound to the committed `metrics-reader`
+//! ClusterRole, which every scrape of the operator's (HTTPS) metrics presents.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use kube::Client;
 use kube::api::{Api, PostParams};
+use memcached_operator::operator;
+use memcached_packager::monitoring::METRICS_READER_ROLE_NAME;
 use testkit::cert_layout::{self, Layout};
 use testkit::control_plane::ControlPlane;
 use testkit::direct_wiring::{InstallArgs, install};
@@ -23,6 +31,9 @@ pub const OPERATOR: OperatorBinary = OperatorBinary::new(env!("CARGO_BIN_EXE_mem
 /// The namespace of the operator's leader Lease and OLM owner labels.
 pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
 
+/// The ServiceAccount whose token scrapes the metrics, as Prometheus's would.
+pub const SCRAPER: &str = "metrics-scraper";
+
 /// Everything the scenarios share.
 pub struct Env {
     /// The admin client.
@@ -35,6 +46,8 @@ pub struct Env {
     pub webhook_port: u16,
     /// The running operator, if any.
     pub operator: Mutex<Option<Server>>,
+    /// The scraper's token: every operator started here scrapes its metrics with it.
+    pub metrics_token: String,
     /// Drops last: stops the control plane.
     pub plane: ControlPlane,
 }
@@ -57,15 +70,19 @@ impl Env {
             &leaf.cert_pem,
             &leaf.key_pem,
         );
-        let env = Env {
+        let mut env = Env {
             client,
             ca,
             cert_root,
             webhook_port: free_port(),
             operator: Mutex::new(None),
+            metrics_token: String::new(),
             plane,
         };
         env.create_namespace(OPERATOR_NAMESPACE).await;
+        env.install_metrics_reader_role().await?;
+        env.metrics_token = env.token(OPERATOR_NAMESPACE, SCRAPER).await;
+        env.bind_metrics_reader(OPERATOR_NAMESPACE, SCRAPER).await;
         env.start_operator(env.cert_root.path()).await;
         env.install_wiring().await?;
         Ok(env)
@@ -119,9 +136,119 @@ impl Env {
         } else {
             &["probes", "metrics"]
         };
-        OPERATOR
+        let mut server = OPERATOR
             .start(&args, &[("KUBECONFIG", &kubeconfig)], listeners)
+            .await;
+        server.set_metrics_token(&self.metrics_token);
+        server
+    }
+
+    /// Creates the `metrics-reader` ClusterRole from the committed `config/rbac` file.
+    async fn install_metrics_reader_role(&self) -> Result<(), String> {
+        let path = repository::root().join("config/rbac/metrics_reader_role.yaml");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let document = memcached_packager::yaml::documents(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("{}: no object", path.display()))?;
+        let role: ClusterRole = serde_json::from_value(document)
+            .map_err(|e| format!("{}: not a ClusterRole: {e}", path.display()))?;
+        let roles: Api<ClusterRole> = Api::all(self.client.clone());
+        match roles.create(&PostParams::default(), &role).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(error) => Err(format!(
+                "cannot create the metrics-reader ClusterRole: {error}"
+            )),
+        }
+    }
+
+    /// Creates the ServiceAccount `namespace/name` (if need be) and returns a token of it,
+    /// valid for a day.
+    pub async fn token(&self, namespace: &str, name: &str) -> String {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let mut account = ServiceAccount::default();
+        account.metadata.name = Some(name.to_string());
+        match accounts.create(&PostParams::default(), &account).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("cannot create service account {namespace}/{name}: {error}"),
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: vec![],
+                expiration_seconds: Some(24 * 3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        accounts
+            .create_token_request(name, &PostParams::default(), &request)
             .await
+            .unwrap_or_else(|error| panic!("no token for {namespace}/{name}: {error}"))
+            .status
+            .unwrap_or_else(|| panic!("a token request for {namespace}/{name} without status"))
+            .token
+    }
+
+    /// Binds the `metrics-reader` ClusterRole to the ServiceAccount `namespace/name`, and
+    /// waits until the API server's authorizer says it may read the metrics (a scrape denied
+    /// before that would be remembered for a while).
+    pub async fn bind_metrics_reader(&self, namespace: &str, name: &str) {
+        let binding = ClusterRoleBinding {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("metrics-reader-{namespace}-{name}")),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".to_string(),
+                kind: "ClusterRole".to_string(),
+                name: METRICS_READER_ROLE_NAME.to_string(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_string(),
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+                ..Subject::default()
+            }]),
+        };
+        let bindings: Api<ClusterRoleBinding> = Api::all(self.client.clone());
+        match bindings.create(&PostParams::default(), &binding).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => panic!("cannot bind metrics-reader to {namespace}/{name}: {error}"),
+        }
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        eventually(
+            &format!("{user} may get {}", operator::METRICS_PATH),
+            Duration::from_secs(30),
+            || async { self.may_read_metrics(&user).await.then_some(()) },
+        )
+        .await;
+    }
+
+    /// Whether the API server's authorizer lets `user` get the metrics path.
+    pub async fn may_read_metrics(&self, user: &str) -> bool {
+        let reviews: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.to_string()),
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(operator::METRICS_PATH.to_string()),
+                    verb: Some("get".to_string()),
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        reviews
+            .create(&PostParams::default(), &review)
+            .await
+            .ok()
+            .and_then(|answer| answer.status)
+            .is_some_and(|status| status.allowed)
     }
 
     /// Stops the running operator with SIGTERM and waits for it to exit.

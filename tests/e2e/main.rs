@@ -15,6 +15,7 @@ mod admission;
 mod cluster;
 mod controller;
 mod drills;
+mod metrics;
 mod resilience;
 
 use crate::cluster::Env;
@@ -35,6 +36,8 @@ fn main() {
         controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
+        metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,
+        metrics::a_scrape_with_a_cached_authorization_makes_no_api_call,
         resilience::certificate_rotation_under_continuous_writes_loses_none,
         resilience::the_fallback_certificate_layout_works_end_to_end,
         resilience::leadership_passes_to_the_other_replica_on_sigterm,

@@ -32,7 +32,7 @@ fn main() {
         leader::killing_the_leaders_process_hands_the_lease_to_the_other_replica,
         rbac::with_one_rule_removed_the_check_finds_forbidden,
         rbac::the_operator_works_with_only_what_the_csv_grants,
-        lifecycle::olm_rotates_the_certificate_under_continuous_writes_and_loses_none,
+        lifecycle::olm_rotates_the_certificate_under_continuous_writes,
         lifecycle::uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_off,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);

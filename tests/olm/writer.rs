@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -18,8 +18,8 @@ use tokio::task::JoinHandle;
 pub struct Tally {
     /// Writes attempted.
     pub attempts: u64,
-    /// The errors of the writes that failed, in order.
-    pub failures: Vec<String>,
+    /// The writes that failed, in order: when, and the error.
+    pub failures: Vec<(Instant, String)>,
 }
 
 /// A running writer loop.
@@ -64,7 +64,7 @@ impl Writer {
                 };
                 tally.attempts += 1;
                 if let Err(error) = written {
-                    tally.failures.push(error.to_string());
+                    tally.failures.push((Instant::now(), error.to_string()));
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
