@@ -12,7 +12,9 @@
 #                                     InstallPlan, a Succeeded CSV, the Deployment's ready
 #                                     replicas and the webhooks' answers. Prints what it
 #                                     installed on standard output as KEY=VALUE lines (CSV,
-#                                     DEPLOYMENT, NAMESPACE, NODE_STATE, CSV_SECONDS).
+#                                     DEPLOYMENT, NAMESPACE, NODE_STATE, CSV_SECONDS,
+#                                     IMAGES_DIR: JSON image tables dropped there reach the
+#                                     running node agent, for a new release's images).
 #        hack/olm-install.sh stop     stop opm, the node agent (which stops every pod's
 #                                     processes and removes their files) and OLM; what was
 #                                     installed stays in the cluster. hack/control-plane.sh
@@ -134,7 +136,7 @@ start() {
   export OLM_UTIL_IMAGE="${OLM_UTIL_IMAGE:-quay.io/operator-framework/olm:$(pin olm)}"
   export OLM_OPM_IMAGE="${OLM_OPM_IMAGE:-quay.io/operator-framework/opm:$(pin opm)}"
 
-  mkdir -p "$BIN" "$RUN" "$LOGS"
+  mkdir -p "$BIN" "$RUN" "$LOGS" "$INSTALL_STATE/images.d"
   ln -sfn "$NODE_AGENT" "$BIN/node-agent"
   ln -sfn "$ROOT/.tools/bin/opm" "$BIN/opm"
   SECONDS=0
@@ -147,7 +149,7 @@ start() {
   # bundle, memcached) and OLM's util and opm images to files here.
   (cd "$ROOT" && launch node-agent --kubeconfig "$KUBECONFIG_FILE" --node-name "$NODE_NAME" \
     --state-dir "$NODE_STATE" --pod-ip-range "$POD_IP_RANGE" \
-    --operator-binary "$OPERATOR_BINARY" \
+    --operator-binary "$OPERATOR_BINARY" --images-dir "$INSTALL_STATE/images.d" \
     --util-image "$OLM_UTIL_IMAGE" --opm-image "$OLM_OPM_IMAGE")
 
   # The operator's pods serve metrics on their pod IPs' port 8443, which catalog's *:8443
@@ -202,8 +204,8 @@ EOF
     kubectl apply --dry-run=server -k "$ROOT/config/samples"
   trap - EXIT
   log "installed through OLM: CSV $csv Succeeded at ${csv_done}s, webhooks answering at $(since)s"
-  printf 'CSV=%s\nDEPLOYMENT=%s\nNAMESPACE=%s\nNODE_STATE=%s\nCSV_SECONDS=%s\n' \
-    "$csv" "$deployment" "$NAMESPACE" "$NODE_STATE" "$csv_done"
+  printf 'CSV=%s\nDEPLOYMENT=%s\nNAMESPACE=%s\nNODE_STATE=%s\nCSV_SECONDS=%s\nIMAGES_DIR=%s\n' \
+    "$csv" "$deployment" "$NAMESPACE" "$NODE_STATE" "$csv_done" "$INSTALL_STATE/images.d"
 }
 
 stop() {

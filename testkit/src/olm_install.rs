@@ -70,6 +70,8 @@ pub struct Installed {
     pub csv_succeeded_after: Duration,
     /// From the start of the install to webhooks that answer.
     pub ready_after: Duration,
+    /// Where JSON image tables reach the running node agent (a new release's images).
+    pub images_dir: PathBuf,
 }
 
 /// The programs the install runs, and the catalog it serves.
@@ -142,6 +144,7 @@ pub fn install(plane: &ControlPlane, source: &InstallSource) -> Result<Installed
         deployment: value("DEPLOYMENT")?,
         namespace: value("NAMESPACE")?,
         node_state: PathBuf::from(value("NODE_STATE")?),
+        images_dir: PathBuf::from(value("IMAGES_DIR")?),
         csv_succeeded_after: csv_seconds
             .parse::<f64>()
             .ok()

@@ -71,6 +71,27 @@ impl Env {
         name.to_string()
     }
 
+    /// The CSV the Subscription has installed now (the install's, or an upgrade's).
+    pub fn current_csv(&self) -> String {
+        let (ok, stdout, stderr) = self.kubectl(
+            &[
+                "get",
+                "subscription",
+                "memcached-operator",
+                "-n",
+                &self.installed.namespace,
+                "-o",
+                "jsonpath={.status.installedCSV}",
+            ],
+            None,
+        );
+        assert!(
+            ok && !stdout.is_empty(),
+            "the Subscription's installedCSV: {stderr}"
+        );
+        stdout
+    }
+
     /// The operator's Deployment, as OLM wrote it.
     pub async fn deployment(&self) -> Deployment {
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.installed.namespace);

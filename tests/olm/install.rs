@@ -19,13 +19,14 @@ use crate::cluster::{Env, OPERATOR, pod_ip};
 
 /// The CSV as OLM stored it.
 pub fn csv(env: &Env) -> Value {
+    let name = env.current_csv();
     let (ok, stdout, stderr) = env.kubectl(
         &[
             "get",
             "csv",
             "-n",
             &env.installed.namespace,
-            &env.installed.csv,
+            &name,
             "-o",
             "json",
         ],

@@ -196,15 +196,16 @@ pub async fn uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_o
     })
     .await;
 
+    let csv = env.current_csv();
     for (kind, name) in [
         ("subscription", "memcached-operator"),
-        ("csv", installed.csv.as_str()),
+        ("csv", csv.as_str()),
     ] {
         let (ok, _, stderr) =
             env.kubectl(&["delete", kind, name, "-n", &installed.namespace], None);
         assert!(ok, "kubectl delete {kind} {name}: {stderr}");
     }
-    let owned = ListParams::default().labels(&format!("olm.owner={}", installed.csv));
+    let owned = ListParams::default().labels(&format!("olm.owner={csv}"));
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &installed.namespace);

@@ -18,6 +18,7 @@ mod lifecycle;
 mod operand;
 mod pod_security;
 mod rbac;
+mod upgrade;
 mod writer;
 
 use crate::cluster::Env;
@@ -33,6 +34,7 @@ fn main() {
         rbac::with_one_rule_removed_the_check_finds_forbidden,
         rbac::the_operator_works_with_only_what_the_csv_grants,
         lifecycle::olm_rotates_the_certificate_under_continuous_writes,
+        upgrade::upgrading_to_the_next_release_keeps_every_object_and_write,
         lifecycle::uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_off,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);

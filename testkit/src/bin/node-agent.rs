@@ -3,7 +3,7 @@
 //! processes and removes their files.
 //!
 //! `node-agent --kubeconfig .local/kubeconfig --node-name local --state-dir .local/node
-//!  --pod-ip-range 127.0.100.0/24 --images images.json`
+//!  --pod-ip-range 127.0.100.0/24 --images images.json --images-dir more-images/`
 
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -49,6 +49,10 @@ struct Args {
     /// The bundle image reference [default: the release's, from the packaging tool].
     #[arg(long)]
     bundle_image: Option<String>,
+    /// A directory of more JSON image tables, read whenever a pod names an image the table
+    /// above does not list (a test adds a new release's images while the agent runs).
+    #[arg(long)]
+    images_dir: Option<PathBuf>,
     /// OLM's util image reference (catalog-operator's --util-image).
     #[arg(long, default_value = "quay.io/operator-framework/olm:local")]
     util_image: String,
@@ -83,6 +87,10 @@ async fn main() -> anyhow::Result<()> {
                 &local_images(&args),
             )
         }
+    };
+    let images = match &args.images_dir {
+        Some(dir) => images.with_more_in(dir),
+        None => images,
     };
     let agent = NodeAgent::start(
         client,

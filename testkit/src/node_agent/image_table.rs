@@ -3,7 +3,9 @@
 //!
 //! The table is explicit: an image it does not list is refused with an error naming the image
 //! (the pod worker reports it as `ErrImagePull`), never run from whatever happens to be
-//! installed. It is built in code ([`ImageTable::local`]) or read from a JSON file. It
+//! installed. It is built in code ([`ImageTable::local`]) or read from a JSON file, and may
+//! name a directory of more JSON tables, read each time an image is looked up there, so that
+//! a test can add an image (a new release's bundle and operator) to a running agent. It
 //! resolves names only; starting processes is `sandbox`'s job.
 
 use std::collections::BTreeMap;
@@ -114,6 +116,9 @@ pub struct ResolvedCommand {
 #[serde(transparent)]
 pub struct ImageTable {
     images: BTreeMap<String, ImageEntry>,
+    /// A directory of more tables (`*.json`), read at each lookup of an image not above.
+    #[serde(skip)]
+    more: Option<PathBuf>,
 }
 
 impl ImageTable {
@@ -141,11 +146,51 @@ impl ImageTable {
         })
     }
 
+    /// Also looks images up in every `*.json` table in `dir` (in name order; the first that
+    /// lists an image wins), read again at each lookup. The directory may be empty or absent.
+    pub fn with_more_in(mut self, dir: &Path) -> ImageTable {
+        self.more = Some(dir.to_path_buf());
+        self
+    }
+
+    /// The tables in the `more` directory, in name order.
+    fn more_tables(&self) -> Result<Vec<ImageTable>, ImageError> {
+        let Some(dir) = &self.more else {
+            return Ok(Vec::new());
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(Vec::new());
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "json"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|file| ImageTable::from_file(file))
+            .collect()
+    }
+
     /// The entry of `image`, or the error naming it.
-    pub fn entry(&self, image: &str) -> Result<&ImageEntry, ImageError> {
-        self.images.get(image).ok_or_else(|| ImageError::Unknown {
+    pub fn entry(&self, image: &str) -> Result<ImageEntry, ImageError> {
+        if let Some(entry) = self.images.get(image) {
+            return Ok(entry.clone());
+        }
+        let more = self.more_tables()?;
+        if let Some(entry) = more.iter().find_map(|table| table.images.get(image)) {
+            return Ok(entry.clone());
+        }
+        let known: Vec<String> = self
+            .images
+            .keys()
+            .chain(more.iter().flat_map(|table| table.images.keys()))
+            .cloned()
+            .collect();
+        Err(ImageError::Unknown {
             image: image.to_string(),
-            known: self.images.keys().cloned().collect::<Vec<_>>().join(", "),
+            known: known.join(", "),
         })
     }
 
@@ -534,5 +579,25 @@ mod tests {
         let t = ImageTable::from_file(&file).unwrap();
         let resolved = t.resolve("memcached:1", "main", &[], &[], &[]).unwrap();
         assert_eq!(resolved.program, PathBuf::from("/bin/true"));
+    }
+
+    #[test]
+    fn images_added_to_the_more_directory_are_found_without_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = ImageTable::new().with_more_in(dir.path());
+        let unknown = t.entry("bundle:v2").unwrap_err();
+        assert!(matches!(unknown, ImageError::Unknown { .. }), "{unknown}");
+        std::fs::write(
+            dir.path().join("upgrade.json"),
+            r#"{"bundle:v2": {"paths": {"/manifests": "/tmp"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            t.entry("bundle:v2").unwrap().paths.get("/manifests"),
+            Some(&PathBuf::from("/tmp"))
+        );
+        std::fs::write(dir.path().join("broken.json"), "{").unwrap();
+        let broken = t.entry("bundle:v3").unwrap_err();
+        assert!(broken.to_string().contains("broken.json"), "{broken}");
     }
 }

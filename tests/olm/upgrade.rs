@@ -1,0 +1,249 @@
+//! An upgrade through OLM: the next release (the packaging tool's output at version 0.1.1,
+//! its catalog skipping every older version) is served by a second `opm serve`, the
+//! CatalogSource is pointed at it, and OLM replaces the running CSV, rolling the operator's
+//! Deployment onto the new image. A writer loop runs through it in both API versions, and
+//! objects stored before it come through with the same spec, byte for byte.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memcached_packager::bundle::Options;
+use memcached_packager::generate::Plan;
+use memcached_packager::release;
+use serde_json::json;
+use testkit::ports::free_port;
+use testkit::repository;
+use tokio::process::Command;
+
+use crate::cluster::{Env, OPERATOR, WAIT, eventually};
+use crate::writer::Writer;
+
+/// The release the scenario upgrades to.
+const NEXT: &str = "0.1.1";
+
+/// The stored v1beta1 spec of each Memcached in `namespace`, as the API server serializes it.
+fn stored_specs(env: &Env, namespace: &str) -> Vec<(String, String)> {
+    let (ok, stdout, stderr) = env.kubectl(
+        &[
+            "get",
+            "memcacheds.v1beta1.cache.f2367556.dev",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl get memcacheds: {stderr}");
+    let list: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let mut specs: Vec<(String, String)> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|item| {
+            let name = item["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (name, item["spec"].to_string())
+        })
+        .collect();
+    specs.sort();
+    specs
+}
+
+/// Writes the next release's bundle and catalog below `dir`.
+fn render_next_release(dir: &Path) {
+    let options = Options {
+        version: NEXT.to_string(),
+        image: release::operator_image(NEXT),
+        bundle_image: release::bundle_image(NEXT),
+        created_at: "2026-11-24T00:00:00Z".to_string(),
+    };
+    let files = Plan::new(options)
+        .and_then(|plan| plan.render())
+        .expect("the next release renders");
+    for path in files.paths() {
+        if !(path.starts_with("bundle/") || path.starts_with("catalog/")) {
+            continue;
+        }
+        let target = dir.join(path);
+        std::fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&target, files.get(path).expect("content")).expect("write");
+    }
+}
+
+pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc<Env>) {
+    let from = env.current_csv();
+    let namespace = env.create_namespace("olm-upgrade").await;
+    for manifest in [
+        "cache_v1alpha1_memcached.yaml",
+        "cache_v1beta1_memcached.yaml",
+    ] {
+        let path = repository::root().join("config/samples").join(manifest);
+        let path = path.display().to_string();
+        let (ok, _, stderr) = env.kubectl(&["apply", "-n", &namespace, "-f", &path], None);
+        assert!(ok, "kubectl apply {manifest}: {stderr}");
+    }
+    let before = stored_specs(&env, &namespace);
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    // The next release, and its images on the node.
+    let dir = tempfile::tempdir().expect("a directory");
+    render_next_release(dir.path());
+    let bundle = dir.path().join("bundle");
+    let images = json!({
+        release::operator_image(NEXT): {
+            "paths": {release::BINARY_PATH: OPERATOR},
+            "entrypoint": [release::BINARY_PATH],
+            "user": "65532:65532",
+        },
+        release::bundle_image(NEXT): {
+            "paths": {"/manifests": bundle.join("manifests"), "/metadata": bundle.join("metadata")},
+        },
+    });
+    std::fs::write(
+        env.installed.images_dir.join("next-release.json"),
+        images.to_string(),
+    )
+    .expect("write the next release's image table");
+
+    let writer = Writer::start(&env.client, &namespace, "written-through-upgrade").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // A second catalog server with the next release, and the CatalogSource pointed at it.
+    let port = free_port();
+    let mut opm = Command::new(repository::tool("opm"))
+        .arg("serve")
+        .arg(dir.path().join("catalog"))
+        .args([
+            "-p",
+            &port.to_string(),
+            "--pprof-addr",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
+        .arg("-t")
+        .arg(dir.path().join("termination.log"))
+        .env("TMPDIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start opm serve");
+    eventually("the next catalog answers", WAIT, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let started = Instant::now();
+    let patch = json!({"spec": {"address": format!("127.0.0.1:{port}")}}).to_string();
+    let (ok, _, stderr) = env.kubectl(
+        &[
+            "patch",
+            "catalogsource",
+            "memcached-operator",
+            "-n",
+            "olm",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        None,
+    );
+    assert!(ok, "kubectl patch catalogsource: {stderr}");
+
+    let to = release::csv_name(NEXT);
+    eventually(
+        &format!("OLM installs {to}"),
+        Duration::from_secs(240),
+        || async { (env.current_csv() == to).then_some(()) },
+    )
+    .await;
+    let resolved = started.elapsed();
+    eventually(&format!("{to} Succeeded and {from} gone"), WAIT, || async {
+        let succeeded = crate::install::csv(&env)["status"]["phase"] == "Succeeded";
+        let (_, old, _) = env.kubectl(
+            &[
+                "get",
+                "csv",
+                "-n",
+                &env.installed.namespace,
+                &from,
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ],
+            None,
+        );
+        (succeeded && old.trim().is_empty()).then_some(())
+    })
+    .await;
+    let succeeded = started.elapsed();
+    let image = release::operator_image(NEXT);
+    eventually(
+        "the Deployment runs the new image on every ready replica",
+        WAIT,
+        || async {
+            let deployment = env.deployment().await;
+            let spec = deployment.spec.as_ref()?;
+            let status = deployment.status.as_ref()?;
+            let want = spec.replicas.unwrap_or(1);
+            let on_new = spec
+                .template
+                .spec
+                .as_ref()?
+                .containers
+                .first()?
+                .image
+                .as_deref()
+                == Some(image.as_str());
+            (on_new
+                && status.observed_generation == deployment.metadata.generation
+                && status.updated_replicas == Some(want)
+                && status.ready_replicas == Some(want)
+                && status.replicas == Some(want))
+            .then_some(())
+        },
+    )
+    .await;
+    let rolled = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tally = writer.stop().await;
+    let _ = opm.kill().await;
+
+    let mut after = stored_specs(&env, &namespace);
+    after.retain(|(name, _)| name != "written-through-upgrade");
+    assert_eq!(after, before, "specs changed through the upgrade");
+    let (ok, _, stderr) = env.kubectl(
+        &[
+            "get",
+            "memcacheds.v1alpha1.cache.f2367556.dev",
+            "-n",
+            &namespace,
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(ok, "v1alpha1 reads after the upgrade: {stderr}");
+    eprintln!(
+        "figures: upgrade {from} -> {to}: resolved {:.1} s after the CatalogSource changed, \
+         CSV Succeeded at {:.1} s, rollout done at {:.1} s; {} writes, {} failed; {} objects' specs \
+         byte-identical",
+        resolved.as_secs_f64(),
+        succeeded.as_secs_f64(),
+        rolled.as_secs_f64(),
+        tally.attempts,
+        tally.failures.len(),
+        before.len(),
+    );
+    let failures: Vec<&String> = tally.failures.iter().map(|(_, error)| error).collect();
+    assert!(
+        failures.is_empty(),
+        "failed writes during the upgrade: {failures:#?}"
+    );
+}
