@@ -186,7 +186,16 @@ pub fn check_manifests(
             });
         }
     };
-    let ours = csv.name().starts_with(&format!("{}.", release::PACKAGE));
+    // This operator's own bundle carries its name and owns its CRD; another operator's
+    // (operator-sdk's memcached sample is also named `memcached-operator.v…`, but owns
+    // memcacheds.cache.example.com) is served by another server, whose paths are its own.
+    let ours = csv.name().starts_with(&format!("{}.", release::PACKAGE))
+        && csv
+            .spec
+            .customresourcedefinitions
+            .owned
+            .iter()
+            .any(|crd| crd.name == memcached_operator::api::CRD_NAME);
     let paths_routed = routed_paths();
     let routes = if ours {
         Routes::Only(&paths_routed)

@@ -113,6 +113,36 @@ fn another_operators_webhook_paths_are_not_checked_against_our_routes() {
 }
 
 #[test]
+fn a_bundle_named_like_ours_that_owns_another_crd_is_not_checked_against_our_routes() {
+    // operator-sdk's memcached sample is `memcached-operator.v0.0.1`, owning
+    // memcacheds.cache.example.com, with its own server's paths.
+    let dir = crafted(|csv| {
+        csv["metadata"]["name"] = serde_json::json!("memcached-operator.v0.0.1");
+        for owned in csv["spec"]["customresourcedefinitions"]["owned"]
+            .as_array_mut()
+            .expect("owned CRDs")
+        {
+            owned["name"] = serde_json::json!("memcacheds.cache.example.com");
+        }
+        for webhook in csv["spec"]["webhookdefinitions"]
+            .as_array_mut()
+            .expect("webhooks")
+        {
+            webhook["webhookPath"] =
+                serde_json::json!("/validate-cache-example-com-v1alpha1-memcached");
+            if let Some(crds) = webhook.get_mut("conversionCRDs") {
+                *crds = serde_json::json!(["memcacheds.cache.example.com"]);
+            }
+        }
+    });
+    let output = check(dir.path(), false);
+    assert!(
+        !stdout(&output).contains("unrouted-webhook-path"),
+        "{output:?}"
+    );
+}
+
+#[test]
 fn our_csv_with_a_path_the_server_does_not_route_exits_1() {
     let dir = crafted(|csv| {
         csv["spec"]["webhookdefinitions"][2]["webhookPath"] = serde_json::json!("/");
