@@ -126,6 +126,7 @@ impl Follower {
         let config = watcher::Config::default().fields(&format!("metadata.name={APISERVER_NAME}"));
         let mut events = watcher::watcher(api, config).default_backoff().boxed();
         let mut listed: Option<DynamicObject> = None;
+        let mut last_error: Option<String> = None;
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Init) => listed = None,
@@ -134,9 +135,22 @@ impl Follower {
                 Ok(Event::Apply(object)) => self.observe(Some(&object)),
                 Ok(Event::Delete(_)) => self.observe(None),
                 Err(error) => {
-                    warn!(%error, "watching {APISERVER_PLURAL}/{APISERVER_NAME} failed; retrying")
+                    let error = error.to_string();
+                    if last_error.as_ref() != Some(&error) {
+                        warn!(
+                            error,
+                            "cannot watch {APISERVER_PLURAL}/{APISERVER_NAME} (is get, list and \
+                             watch on {APISERVER_PLURAL}.{APISERVER_GROUP} granted?): keeping \
+                             the TLS settings served, retrying with backoff"
+                        );
+                        last_error = Some(error);
+                    }
+                    // Start-up waits for a first value: the one served (Intermediate) is it.
+                    self.sender.send_modify(|_| {});
+                    continue;
                 }
             }
+            last_error = None;
         }
     }
 
