@@ -24,9 +24,9 @@ tools:
 	hack/tools.sh
 
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd, kustomize, OLM (olm, catalog, cpb), opm and Debian's memcached.
+# etcd, kustomize, OLM (olm, catalog, cpb), OpenShift's APIServer CRD, opm and Debian's memcached.
 test-tools:
-	hack/tools.sh kube etcd kustomize olm opm memcached
+	hack/tools.sh kube etcd kustomize olm openshift-api opm memcached
 
 ## lint: rustfmt and clippy, warnings as errors.
 lint: fmt-check clippy

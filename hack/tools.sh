@@ -12,6 +12,9 @@
 #   olm           OLM v0's olm and catalog operators and cpb, the bundle copier of OLM's util
 #                 image that bundle-unpack Jobs run (github.com/operator-framework/
 #                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
+#   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
+#                 TLS security profile), copied out of github.com/openshift/api into
+#                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
 #   kustomize     sigs.k8s.io/kustomize/kustomize/v5
@@ -44,11 +47,14 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd olm operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd olm openshift-api operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
 SYSTEM_TOOLS=(memcached)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
 OLM_CRDS="$TOOLS/olm/crds"
+# Where the openshift-api tool puts the APIServer CRD, and which file of the module it is.
+OPENSHIFT_CRDS="$TOOLS/openshift/crds"
+OPENSHIFT_APISERVER_CRD=config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_apiservers-Default.crd.yaml
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
 # written in exactly one place; these are what the version stamps need besides.
@@ -69,6 +75,7 @@ binaries_of() {
   case "$1" in
     kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
     olm) echo olm catalog cpb ;;
+    openshift-api) ;;
     *) echo "$1" ;;
   esac
 }
@@ -82,6 +89,7 @@ module_of() {
     kube) echo k8s.io/kubernetes ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
+    openshift-api) echo github.com/openshift/api ;;
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
@@ -130,6 +138,7 @@ is_installed() {
     return
   fi
   [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
+  [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
   done
@@ -218,6 +227,23 @@ build_olm() {
   cp "$dir"/deploy/chart/crds/*.yaml "$OLM_CRDS/"
   chmod 0644 "$OLM_CRDS"/*.yaml
   log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS"
+}
+
+# fetch_openshift_api: github.com/openshift/api at hack/openshift-api/go.mod's pin, through the
+# module proxy (checked against go.sum), and its APIServer CRD copied into .tools/openshift/crds/.
+fetch_openshift_api() {
+  local module dir
+  module="$(module_of openshift-api)"
+  log "downloading $module $(version_of openshift-api) (a few seconds on a cold cache)..."
+  dir="$(cd "$ROOT/hack/openshift-api" && go mod download -modcacherw -json "$module" |
+    awk -F'"' '$2 == "Dir" { print $4 }')"
+  [[ -f "$dir/$OPENSHIFT_APISERVER_CRD" ]] ||
+    die "$module has no $OPENSHIFT_APISERVER_CRD (in '$dir')"
+  rm -rf "$OPENSHIFT_CRDS"
+  mkdir -p "$OPENSHIFT_CRDS"
+  cp "$dir/$OPENSHIFT_APISERVER_CRD" "$OPENSHIFT_CRDS/"
+  chmod 0644 "$OPENSHIFT_CRDS"/*.yaml
+  log "copied $(basename "$OPENSHIFT_APISERVER_CRD") into $OPENSHIFT_CRDS"
 }
 
 # install_memcached: Debian's memcached package, with apt-get. The package lists are
@@ -316,6 +342,7 @@ install_tool() {
     kube) build_kube ;;
     etcd) build_etcd ;;
     olm) build_olm ;;
+    openshift-api) fetch_openshift_api ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;

@@ -8,6 +8,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
+use crate::tls_profile::profiles;
 use crate::{api, operator};
 
 /// Verbs to read and watch a resource.
@@ -60,6 +61,12 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
             "authorization.k8s.io",
             &["subjectaccessreviews"],
             &["create"],
+        ),
+        // The cluster's TLS security profile (OpenShift), which every TLS listener follows.
+        rule(
+            profiles::APISERVER_GROUP,
+            &[profiles::APISERVER_PLURAL],
+            READ,
         ),
     ]
 }

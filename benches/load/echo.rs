@@ -19,6 +19,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
+use memcached_operator::tls_profile::TlsSettings;
 use memcached_operator::webhook::certs::{self, CertPaths, CertResolver};
 use memcached_operator::webhook::server::{DEFAULT_MAX_REQUEST_BYTES, tls_config};
 
@@ -41,7 +42,8 @@ pub fn serve(cert_dir: &Path, responses: &Path, port: u16) {
             certs::load_pair(&paths, &cert_pem, &key_pem, &provider).expect("a serving pair");
         let resolver = Arc::new(CertResolver::default());
         resolver.set(serving.key);
-        let tls = tls_config(resolver, provider, false).expect("a TLS configuration");
+        let tls = tls_config(resolver, provider, &TlsSettings::intermediate(), false)
+            .expect("a TLS configuration");
 
         let mut router = Router::new();
         for entry in std::fs::read_dir(responses).expect("the responses directory") {

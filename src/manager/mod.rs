@@ -1,6 +1,7 @@
 //! Owns the operator process's lifetime, as controller-runtime's Manager does: the probe and
-//! metrics servers (`probes`, `metrics`) and the webhook server on every replica, and the
-//! controller on the one replica that holds the leader Lease (`leader`).
+//! metrics servers (`probes`, `metrics`) and the webhook server on every replica, the cluster's
+//! TLS profile they follow (`tls_profile`), and the controller on the one replica that holds
+//! the leader Lease (`leader`).
 //!
 //! Losing the lease stops reconciling at once; SIGTERM stops the controller first and only
 //! then releases the lease, so two replicas never reconcile at the same time. The webhook
@@ -27,6 +28,7 @@ use tracing::info;
 use crate::admission::Defaults;
 use crate::controller::{self, Context};
 use crate::listener::ServerError;
+use crate::tls_profile::cluster::{self, SettingsWatch};
 use crate::webhook::{self, server};
 use leader::{Elector, Timing};
 use metrics::auth::{Gate, ReviewCounter, Ttls};
@@ -167,6 +169,7 @@ impl Servers {
         webhooks: bool,
         mut registry: Registry,
         client: Option<Client>,
+        tls_settings: SettingsWatch,
     ) -> Servers {
         let webhook_metrics = webhook::metrics::Metrics::register(&mut registry);
         let audience = metrics_audience(args, client, &mut registry);
@@ -186,12 +189,14 @@ impl Servers {
         });
         let metrics_args = args.metrics.clone();
         let bind_address = args.probes.bind_address;
+        let metrics_tls = tls_settings.clone();
         let metrics = tokio::spawn(async move {
             metrics::serve(
                 &metrics_args,
                 bind_address,
                 Arc::new(registry),
                 audience,
+                metrics_tls,
                 stopped(probes_stopped),
             )
             .await
@@ -203,6 +208,7 @@ impl Servers {
                 args.probes.bind_address,
                 webhook_metrics,
                 webhook_readiness,
+                tls_settings,
                 stopped(webhooks_stopped),
             ))
         });
@@ -297,7 +303,14 @@ pub async fn serve_webhooks(
     } else {
         None
     };
-    let mut servers = Servers::start(&args, true, Registry::with_prefix(METRICS_PREFIX), client);
+    let tls_settings = cluster::follow(client.clone(), tls_suites()).await;
+    let mut servers = Servers::start(
+        &args,
+        true,
+        Registry::with_prefix(METRICS_PREFIX),
+        client,
+        tls_settings,
+    );
     let failure = tokio::select! {
         () = shutdown => None,
         failed = servers.failed() => Some(failed),
@@ -337,7 +350,14 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         controller_metrics,
     ));
 
-    let mut servers = Servers::start(&args.serving, args.webhooks, registry, Some(client.clone()));
+    let tls_settings = cluster::follow(Some(client.clone()), tls_suites()).await;
+    let mut servers = Servers::start(
+        &args.serving,
+        args.webhooks,
+        registry,
+        Some(client.clone()),
+        tls_settings,
+    );
     let (stop_controller, controller_stopped) = watch::channel(false);
     let leading = match lease_namespace {
         None => tokio::spawn(reconcile_unelected(
@@ -376,6 +396,11 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     servers.stop(failure).await?;
     info!("stopped");
     Ok(())
+}
+
+/// The cipher suites the TLS profile is settled against: the process's crypto provider's.
+fn tls_suites() -> Vec<rustls::SupportedCipherSuite> {
+    webhook::certs::crypto_provider().cipher_suites.clone()
 }
 
 /// Completes when `stop` turns true (or its sender is gone).

@@ -334,6 +334,7 @@ pub enum CheckOutcome {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
+/// use memcached_operator::tls_profile::TlsSettings;
 /// use memcached_operator::webhook::metrics::Metrics;
 /// use memcached_operator::webhook::certs::{self, CertReloader, CertResolver};
 /// use memcached_operator::webhook::server::tls_config;
@@ -348,7 +349,8 @@ pub enum CheckOutcome {
 /// );
 /// reloader.check(); // load whatever is there now, before serving
 /// tokio::spawn(reloader.run(Duration::from_secs(10)));
-/// let config = tls_config(resolver, certs::crypto_provider(), false)?;
+/// let settings = TlsSettings::intermediate();
+/// let config = tls_config(resolver, certs::crypto_provider(), &settings, false)?;
 /// // Serve with `config`: every handshake gets the newest certificate.
 /// # Ok(())
 /// # }

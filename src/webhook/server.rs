@@ -1,8 +1,9 @@
 //! Serves the webhooks of [`WEBHOOKS`] over TLS until told to shut down; this is where every
 //! AdmissionReview and ConversionReview enters the operator.
 //!
-//! The listener speaks TLS 1.2 and 1.3 with the certificate [`certs`] finds and reloads; it
-//! offers ALPN `http/1.1` only, and serves HTTP/1 only, unless `--enable-http2` (HTTP/2 stays
+//! The listener speaks the TLS versions and cipher suites of the cluster's TLS profile
+//! (`tls_profile`; they change for new connections as the profile does) with the certificate
+//! [`certs`] finds and reloads; it offers ALPN `http/1.1` only, and serves HTTP/1 only, unless `--enable-http2` (HTTP/2 stays
 //! off by default because of the rapid-reset attacks GHSA-qppj-fm5r-hxr3 and
 //! GHSA-4374-p667-p6c8). Each request body is bounded in size and time, then handed to
 //! [`answer`](super::answer), which decides nothing itself either: the rules live in
@@ -27,7 +28,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum_server::Handle;
 use axum_server::accept::NoDelayAcceptor;
-use axum_server::tls_rustls::RustlsConfig;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use tower_http::timeout::TimeoutLayer;
@@ -35,6 +35,9 @@ use tower_http::timeout::TimeoutLayer;
 use crate::admission::defaults::Defaults;
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
+use crate::tls_profile::TlsSettings;
+use crate::tls_profile::apply::ProfiledTls;
+use crate::tls_profile::cluster::SettingsWatch;
 use crate::webhook::certs::{self, CertReloader, CertResolver};
 use crate::webhook::metrics::Metrics;
 use crate::webhook::response::{Reply, TEXT_CONTENT_TYPE};
@@ -142,15 +145,17 @@ impl Readiness {
     }
 }
 
-/// Builds the TLS configuration: TLS 1.2 and 1.3, certificates from `resolver`, ALPN
-/// `http/1.1` (and `h2` first when HTTP/2 is enabled).
+/// Builds the TLS configuration: the versions and cipher suites of `settings` (the cluster's
+/// TLS profile), the rest of `provider`, certificates from `resolver`, ALPN `http/1.1` (and
+/// `h2` first when HTTP/2 is enabled).
 pub fn tls_config(
     resolver: Arc<CertResolver>,
     provider: Arc<CryptoProvider>,
+    settings: &TlsSettings,
     enable_http2: bool,
 ) -> Result<ServerConfig, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+    let mut config = ServerConfig::builder_with_provider(settings.provider(&provider))
+        .with_protocol_versions(&settings.versions)?
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = if enable_http2 {
@@ -169,6 +174,7 @@ pub async fn serve(
     bind_address: IpAddr,
     metrics: Metrics,
     readiness: Arc<Readiness>,
+    tls_settings: SettingsWatch,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
     let started = Instant::now();
@@ -190,19 +196,22 @@ pub async fn serve(
             address: webhook_address,
             source,
         })?;
-    let tls = tls_config(resolver, provider, args.enable_http2).map_err(ServerError::Tls)?;
+    let enable_http2 = args.enable_http2;
+    let tls = ProfiledTls::new("webhooks", tls_settings, move |settings: &TlsSettings| {
+        tls_config(resolver.clone(), provider.clone(), settings, enable_http2)
+    })
+    .map_err(ServerError::Tls)?;
     let handle = Handle::<SocketAddr>::new();
-    let mut server =
-        axum_server::from_tcp_rustls(webhook_listener, RustlsConfig::from_config(Arc::new(tls)))
-            .map_err(|source| ServerError::Bind {
-                server: "webhooks",
-                address: webhook_address,
-                source,
-            })?
-            .handle(handle.clone())
-            // Answers leave at once: with Nagle's algorithm, the last segment of a response
-            // waits for the client's delayed ACK (40 ms on Linux) on new connections.
-            .map(|tls| tls.acceptor(NoDelayAcceptor::new()));
+    let mut server = axum_server::from_tcp_rustls(webhook_listener, tls.config())
+        .map_err(|source| ServerError::Bind {
+            server: "webhooks",
+            address: webhook_address,
+            source,
+        })?
+        .handle(handle.clone())
+        // Answers leave at once: with Nagle's algorithm, the last segment of a response
+        // waits for the client's delayed ACK (40 ms on Linux) on new connections.
+        .map(|tls| tls.acceptor(NoDelayAcceptor::new()));
     if !args.enable_http2 {
         server = server.http1_only();
     }
@@ -237,6 +246,7 @@ pub async fn serve(
         "serving webhooks"
     );
     let reloader_task = tokio::spawn(reloader.run(args.cert_poll_interval));
+    let tls_task = tokio::spawn(tls.run());
 
     let failure = tokio::select! {
         () = shutdown => None,
@@ -270,6 +280,7 @@ pub async fn serve(
         }
     };
     reloader_task.abort();
+    tls_task.abort();
     finished_cleanly("webhooks", finished)?;
     tracing::info!("finished the webhook requests in flight");
     Ok(())

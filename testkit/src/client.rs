@@ -302,7 +302,7 @@ impl TlsClient {
 /// Accepts whatever certificate the server presents, but checks that the server holds its
 /// key (the handshake's signatures), as a TLS client with verification skipped does.
 #[derive(Debug)]
-struct AnyCertificate(Arc<CryptoProvider>);
+pub(crate) struct AnyCertificate(pub(crate) Arc<CryptoProvider>);
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(

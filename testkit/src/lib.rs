@@ -1,5 +1,6 @@
 //! Gives the operator's tests, benchmarks, fuzz targets and examples what they share: a test
-//! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client, the
+//! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client and a
+//! handshake prober, the
 //! operator as a child process, the review bodies the API server sends, a local control
 //! plane, a node agent that plays kubelet and kube-proxy for it, and the install through the
 //! real OLM on top of both.
@@ -20,6 +21,7 @@ pub mod cert_layout;
 pub mod client;
 pub mod control_plane;
 pub mod direct_wiring;
+pub mod handshake;
 pub mod node_agent;
 pub mod olm_install;
 pub mod pki;

@@ -1,7 +1,9 @@
 //! Sets up what the scenarios run against: a local control plane (the test kit's), the
 //! operator binary with its serving certificate in a temporary OLM layout, OLM's webhook
-//! wiring pointing at it, and a scraper's token bound to the committed `metrics-reader`
-//! ClusterRole, which every scrape of the operator's (HTTPS) metrics presents.
+//! wiring pointing at it, a scraper's token bound to the committed `metrics-reader`
+//! ClusterRole, which every scrape of the operator's (HTTPS) metrics presents, and OpenShift's
+//! real `APIServer` CRD (from `hack/tools.sh openshift-api`), so that the operator finds the
+//! API of the cluster's TLS profile as on OpenShift.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -12,6 +14,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use memcached_operator::operator;
@@ -33,6 +36,11 @@ pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
 
 /// The ServiceAccount whose token scrapes the metrics, as Prometheus's would.
 pub const SCRAPER: &str = "metrics-scraper";
+
+/// OpenShift's `APIServer` CRD, as `hack/tools.sh openshift-api` copies it out of
+/// github.com/openshift/api.
+pub const APISERVER_CRD: &str =
+    ".tools/openshift/crds/0000_10_config-operator_01_apiservers-Default.crd.yaml";
 
 /// Everything the scenarios share.
 pub struct Env {
@@ -83,6 +91,7 @@ impl Env {
         env.install_metrics_reader_role().await?;
         env.metrics_token = env.token(OPERATOR_NAMESPACE, SCRAPER).await;
         env.bind_metrics_reader(OPERATOR_NAMESPACE, SCRAPER).await;
+        env.install_apiserver_crd().await?;
         env.start_operator(env.cert_root.path()).await;
         env.install_wiring().await?;
         Ok(env)
@@ -163,6 +172,52 @@ impl Env {
                 "cannot create the metrics-reader ClusterRole: {error}"
             )),
         }
+    }
+
+    /// Creates OpenShift's `APIServer` CRD and waits until `apiservers.config.openshift.io` is
+    /// served, so that the operator, started next, finds it.
+    async fn install_apiserver_crd(&self) -> Result<(), String> {
+        let path = repository::root().join(APISERVER_CRD);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "cannot read {} (hack/tools.sh openshift-api copies it): {e}",
+                path.display()
+            )
+        })?;
+        let document = memcached_packager::yaml::documents(&text)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("{}: no object", path.display()))?;
+        let crd: CustomResourceDefinition = serde_json::from_value(document)
+            .map_err(|e| format!("{}: not a CRD: {e}", path.display()))?;
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(format!("cannot create the APIServer CRD: {error}")),
+        }
+        let client = self.client.clone();
+        eventually(
+            "apiservers.config.openshift.io is served",
+            Duration::from_secs(30),
+            || {
+                let client = client.clone();
+                async move {
+                    let resources = client
+                        .list_api_group_resources("config.openshift.io/v1")
+                        .await
+                        .ok()?;
+                    resources
+                        .resources
+                        .iter()
+                        .any(|r| r.name == "apiservers")
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+        Ok(())
     }
 
     /// Creates the ServiceAccount `namespace/name` (if need be) and returns a token of it,

@@ -17,6 +17,7 @@ mod controller;
 mod drills;
 mod metrics;
 mod resilience;
+mod tls_profile;
 
 use crate::cluster::Env;
 
@@ -38,6 +39,7 @@ fn main() {
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
         metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,
         metrics::a_scrape_with_a_cached_authorization_makes_no_api_call,
+        tls_profile::the_cluster_tls_profile_reaches_new_connections_without_a_failed_request,
         resilience::certificate_rotation_under_continuous_writes_loses_none,
         resilience::the_fallback_certificate_layout_works_end_to_end,
         resilience::leadership_passes_to_the_other_replica_on_sigterm,

@@ -3,9 +3,10 @@
 //! kubebuilder v4 scaffolds do, or with `--metrics-secure=false` over plain HTTP to anyone, for
 //! local use.
 //!
-//! The HTTPS listener speaks TLS 1.2 and 1.3, HTTP/1 only, with the webhooks' TLS
-//! configuration and the certificate `cert` provides (mounted, else self-signed); `auth`
-//! admits each request, asking the API server through `reviews` and caching its decisions.
+//! The HTTPS listener speaks HTTP/1 only, with the webhooks' TLS configuration (the versions
+//! and cipher suites of the cluster's TLS profile, followed as it changes) and the certificate
+//! `cert` provides (mounted, else self-signed); `auth` admits each request, asking the API
+//! server through `reviews` and caching its decisions.
 //! Probes stay on their own plain-HTTP listener (`probes`), as the kubelet expects.
 
 pub mod auth;
@@ -24,13 +25,15 @@ use axum::middleware;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum_server::Handle;
-use axum_server::tls_rustls::RustlsConfig;
 use clap::ArgAction;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
+use crate::tls_profile::TlsSettings;
+use crate::tls_profile::apply::ProfiledTls;
+use crate::tls_profile::cluster::SettingsWatch;
 use crate::webhook::certs::{self, CertResolver};
 use crate::webhook::server::tls_config;
 use auth::Gate;
@@ -98,6 +101,7 @@ pub async fn serve<R: Reviews>(
     bind_address: IpAddr,
     registry: Arc<Registry>,
     audience: Audience<R>,
+    tls_settings: SettingsWatch,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     let listener = bind("metrics", bind_address, args.metrics_port).await?;
@@ -129,7 +133,10 @@ pub async fn serve<R: Reviews>(
     );
     cert.check()
         .map_err(|error| ServerError::Tls(rustls::Error::General(error.to_string())))?;
-    let tls = tls_config(resolver, provider, false).map_err(ServerError::Tls)?;
+    let tls = ProfiledTls::new("metrics", tls_settings, move |settings: &TlsSettings| {
+        tls_config(resolver.clone(), provider.clone(), settings, false)
+    })
+    .map_err(ServerError::Tls)?;
     let address = local_address("metrics", &listener)?;
     let bind_error = |source| ServerError::Bind {
         server: "metrics",
@@ -138,11 +145,10 @@ pub async fn serve<R: Reviews>(
     };
     let listener = listener.into_std().map_err(bind_error)?;
     let handle = Handle::<SocketAddr>::new();
-    let mut server =
-        axum_server::from_tcp_rustls(listener, RustlsConfig::from_config(Arc::new(tls)))
-            .map_err(bind_error)?
-            .handle(handle.clone())
-            .http1_only();
+    let mut server = axum_server::from_tcp_rustls(listener, tls.config())
+        .map_err(bind_error)?
+        .handle(handle.clone())
+        .http1_only();
     server
         .http_builder()
         .http1()
@@ -150,6 +156,7 @@ pub async fn serve<R: Reviews>(
     let router = router.layer(middleware::from_fn_with_state(gate, auth::guard::<R>));
     let mut task = tokio::spawn(server.serve(router.into_make_service()));
     let cert_task = tokio::spawn(cert.run(cert_poll_interval));
+    let tls_task = tokio::spawn(tls.run());
     let finished = tokio::select! {
         () = shutdown => {
             handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
@@ -158,6 +165,7 @@ pub async fn serve<R: Reviews>(
         finished = &mut task => finished,
     };
     cert_task.abort();
+    tls_task.abort();
     finished_cleanly("metrics", finished)
 }
 

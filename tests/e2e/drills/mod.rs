@@ -453,6 +453,16 @@ pub async fn drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_st
         },
     )
     .await;
+    // Nor may it watch the cluster's TLS profile: it says so once, serves Intermediate, and
+    // its listeners were not held back waiting for the profile.
+    let tls_profile = operator.logs_containing("cannot watch apiservers/cluster");
+    assert_eq!(tls_profile.len(), 1, "{tls_profile:?}");
+    assert!(
+        tls_profile[0]["error"]
+            .as_str()
+            .is_some_and(|error| error.contains("forbidden")),
+        "{tls_profile:?}"
+    );
     // Nothing was ever listed, so nothing is in flight: SIGTERM still ends the process.
     operator.terminate();
     let status = operator.exit_status(Duration::from_secs(20)).await;
