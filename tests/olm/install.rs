@@ -170,6 +170,26 @@ pub async fn olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook(e
         "conversion caBundle"
     );
 
+    // The bundle's network policies, which OLM v0.46 installs like any supported kind.
+    let (ok, stdout, stderr) = env.kubectl(
+        &[
+            "get",
+            "networkpolicies",
+            "-n",
+            &installed.namespace,
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl get networkpolicies: {stderr}");
+    for policy in ["allow-metrics-traffic", "allow-webhook-traffic"] {
+        assert!(
+            stdout.contains(&format!("memcached-operator-{policy}")),
+            "OLM installed the bundle's {policy} policy: {stdout:?}"
+        );
+    }
+
     eprintln!(
         "figures: CSV Succeeded {:.1} s after the install began, webhooks answering after {:.1} s; \
          {} webhooks and the conversion webhook wired by OLM to {}/{service_name}",

@@ -164,19 +164,8 @@ pub async fn olm_rotates_the_certificate_under_continuous_writes(env: Arc<Env>) 
         tally.failures.len()
     );
     assert!(tally.attempts > 50, "the writer wrote: {tally:?}");
-    // OLM writes the new CA into the webhook configurations while the running pods still
-    // serve the old certificate (their Secret volume catches up within the kubelet's sync,
-    // here the node agent's second), so the API server can refuse the old certificate for
-    // that moment: the only failure allowed, and only until OLM's rollout is done. Anything
-    // else (a connection closed under a request, a failure after the rollout) is ours.
-    let ours: Vec<_> = tally
-        .failures
-        .iter()
-        .filter(|(at, error)| {
-            !(error.contains("x509: certificate signed by unknown authority") && *at < rolled_at)
-        })
-        .map(|(_, error)| error)
-        .collect();
+    // Only OLM's CA switch may fail a write, and only before the rollout ends.
+    let ours = tally.unexplained(rolled_at);
     assert!(
         ours.is_empty(),
         "failed writes during OLM's rotation: {ours:#?}"

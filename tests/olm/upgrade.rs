@@ -2,7 +2,8 @@
 //! its catalog skipping every older version) is served by a second `opm serve`, the
 //! CatalogSource is pointed at it, and OLM replaces the running CSV, rolling the operator's
 //! Deployment onto the new image. A writer loop runs through it in both API versions, and
-//! objects stored before it come through with the same spec, byte for byte.
+//! objects stored before it come through with the same spec, byte for byte. The new CSV gets a
+//! new CA from OLM, so the writes meet the same certificate switch as a rotation.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -210,6 +211,7 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
         },
     )
     .await;
+    let rolled_at = Instant::now();
     let rolled = started.elapsed();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let tally = writer.stop().await;
@@ -232,7 +234,8 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
     assert!(ok, "v1alpha1 reads after the upgrade: {stderr}");
     eprintln!(
         "figures: upgrade {from} -> {to}: resolved {:.1} s after the CatalogSource changed, \
-         CSV Succeeded at {:.1} s, rollout done at {:.1} s; {} writes, {} failed; {} objects' specs \
+         CSV Succeeded at {:.1} s, rollout done at {:.1} s; {} writes, {} failed (the API server \
+         refusing the old certificate in OLM's CA switch); {} objects' specs \
          byte-identical",
         resolved.as_secs_f64(),
         succeeded.as_secs_f64(),
@@ -241,9 +244,10 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
         tally.failures.len(),
         before.len(),
     );
-    let failures: Vec<&String> = tally.failures.iter().map(|(_, error)| error).collect();
+    // Only OLM's CA switch may fail a write, and only before the rollout ends.
+    let ours = tally.unexplained(rolled_at);
     assert!(
-        failures.is_empty(),
-        "failed writes during the upgrade: {failures:#?}"
+        ours.is_empty(),
+        "failed writes during the upgrade: {ours:#?}"
     );
 }
