@@ -46,7 +46,7 @@ async fn secret_state(env: &Env) -> Option<(String, String)> {
 
 /// The serial the webhook Service serves, through its ClusterIP as the API server dials it,
 /// verified against `ca` for the Service's DNS name.
-async fn served_serial(env: &Env, ca: &str) -> Option<String> {
+pub async fn served_serial(env: &Env, ca: &str) -> Option<String> {
     let services: Api<Service> = Api::namespaced(env.client.clone(), &env.installed.namespace);
     let service = services.get(&service_name(env)).await.ok()?;
     let ip = service.spec?.cluster_ip?;
@@ -56,6 +56,47 @@ async fn served_serial(env: &Env, ca: &str) -> Option<String> {
     let stream = client.connect().await.ok()?;
     let (_, connection) = stream.get_ref();
     Some(serial_of(connection.peer_certificates()?.first()?))
+}
+
+/// The CA the API server trusts for the webhooks now: the caBundle OLM wrote into the
+/// mutating configuration of the current CSV.
+async fn trusted_ca(env: &Env) -> Option<String> {
+    let owned = ListParams::default().labels(&format!("olm.owner={}", env.current_csv()));
+    let api: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
+    let configuration = api.list(&owned).await.ok()?.items.into_iter().next()?;
+    let bundle = configuration
+        .webhooks?
+        .first()?
+        .client_config
+        .ca_bundle
+        .clone()?;
+    String::from_utf8(bundle.0).ok()
+}
+
+/// Waits until the certificate every connection gets is trusted by the CA the API server
+/// holds (six handshakes in a row), and that CA has then stayed the same for 5 s (OLM may
+/// issue another one after the rollout, when it checks the new CSV's certificate); returns
+/// when the last switch settled.
+pub async fn ca_switch_settled(env: &Env) -> Instant {
+    for _ in 0..5 {
+        let (ca, settled) = eventually(
+            "the served certificate is the one the API server trusts",
+            WAIT,
+            || async {
+                let ca = trusted_ca(env).await?;
+                for _ in 0..6 {
+                    served_serial(env, &ca).await?;
+                }
+                Some((ca, Instant::now()))
+            },
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        if trusted_ca(env).await.as_deref() == Some(ca.as_str()) {
+            return settled;
+        }
+    }
+    panic!("OLM switched the webhooks' CA five times in a row without settling");
 }
 
 /// Whether the operator's Deployment has rolled out completely and every replica is ready.
@@ -142,13 +183,13 @@ pub async fn olm_rotates_the_certificate_under_continuous_writes(env: Arc<Env>) 
         },
     )
     .await;
-    let rolled_at = Instant::now();
     let rolled = started.elapsed();
     eventually("the CSV is Succeeded again", WAIT, || async {
         (crate::install::csv(&env)["status"]["phase"] == "Succeeded").then_some(())
     })
     .await;
     let succeeded = started.elapsed();
+    let settled_at = ca_switch_settled(&env).await;
     // Writes go on a little after the last old pod has gone.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let tally = writer.stop().await;
@@ -164,8 +205,8 @@ pub async fn olm_rotates_the_certificate_under_continuous_writes(env: Arc<Env>) 
         tally.failures.len()
     );
     assert!(tally.attempts > 50, "the writer wrote: {tally:?}");
-    // Only OLM's CA switch may fail a write, and only before the rollout ends.
-    let ours = tally.unexplained(rolled_at);
+    // Only OLM's CA switch may fail a write, and only before it settled.
+    let ours = tally.unexplained(settled_at);
     assert!(
         ours.is_empty(),
         "failed writes during OLM's rotation: {ours:#?}"

@@ -211,8 +211,8 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
         },
     )
     .await;
-    let rolled_at = Instant::now();
     let rolled = started.elapsed();
+    let settled_at = crate::lifecycle::ca_switch_settled(&env).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let tally = writer.stop().await;
     let _ = opm.kill().await;
@@ -244,8 +244,17 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
         tally.failures.len(),
         before.len(),
     );
-    // Only OLM's CA switch may fail a write, and only before the rollout ends.
-    let ours = tally.unexplained(rolled_at);
+    let when: Vec<String> = tally
+        .failures
+        .iter()
+        .map(|(at, _)| format!("{:.1}", at.saturating_duration_since(started).as_secs_f64()))
+        .collect();
+    eprintln!(
+        "failures at {when:?} s; CA switch settled at {:.1} s",
+        settled_at.saturating_duration_since(started).as_secs_f64()
+    );
+    // Only OLM's CA switch may fail a write, and only before it settled.
+    let ours = tally.unexplained(settled_at);
     assert!(
         ours.is_empty(),
         "failed writes during the upgrade: {ours:#?}"

@@ -32,16 +32,16 @@ impl Tally {
     /// The failures OLM's certificate switch does not explain. When OLM issues a new CA (a
     /// rotation, or the new CSV of an upgrade) it writes it into the webhook configurations
     /// while the running pods still serve the old certificate (their Secret volume catches up
-    /// at the kubelet's next sync, here the node agent's second), so the API server refuses
-    /// that certificate for a moment. That, before the rollout ended (`rolled_out`), is the
-    /// only failure allowed; anything else (a connection closed under a request, a failure
-    /// after the rollout) is the operator's.
-    pub fn unexplained(&self, rolled_out: Instant) -> Vec<&str> {
+    /// at the kubelet's next sync, here the node agent's second, or when the rollout replaces
+    /// the pods), so the API server refuses that certificate for a moment. That, before the
+    /// switch settled (`settled`: every connection serves a certificate the API server's CA
+    /// trusts), is the only failure allowed; anything else (a connection closed under a
+    /// request, a failure after the switch) is the operator's.
+    pub fn unexplained(&self, settled: Instant) -> Vec<&str> {
         self.failures
             .iter()
             .filter(|(at, error)| {
-                !(error.contains("x509: certificate signed by unknown authority")
-                    && *at < rolled_out)
+                !(error.contains("x509: certificate signed by unknown authority") && *at < settled)
             })
             .map(|(_, error)| error.as_str())
             .collect()
