@@ -213,8 +213,59 @@ impl fmt::Display for PathError {
 /// Reads a value as the raw text it is, to be typed later.
 impl<'de: 'a, 'a> Deserialize<'de> for Lazy<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        <&'de RawValue>::deserialize(deserializer).map(Lazy::Raw)
+        checked_raw(<&'de RawValue>::deserialize(deserializer)?).map(Lazy::Raw)
     }
+}
+
+/// `raw`, unless it holds a number no double can hold (`1E400`): kept raw it would be copied
+/// into the answer as it came, where the API server (and serde_json, the strict decoders)
+/// refuse it, so it is refused here as the strict decoders refuse it.
+fn checked_raw<E: serde::de::Error>(raw: &RawValue) -> Result<&RawValue, E> {
+    match out_of_range_number(raw.get()) {
+        None => Ok(raw),
+        Some(number) => Err(E::custom(format_args!("number out of range: {number}"))),
+    }
+}
+
+/// The first number in the JSON text `json` (outside strings) whose value overflows a
+/// double, if any. Strings are skipped a run at a time; only a number with an exponent or
+/// hundreds of digits can overflow, and only those are parsed.
+fn out_of_range_number(json: &str) -> Option<&str> {
+    let bytes = json.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                // To the closing quote: past every escaped character.
+                at += 1;
+                loop {
+                    let next = at + memchr::memchr2(b'"', b'\\', &bytes[at..])?;
+                    if bytes[next] == b'\\' {
+                        at = next + 2;
+                    } else {
+                        at = next + 1;
+                        break;
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while at < bytes.len()
+                    && matches!(bytes[at], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    at += 1;
+                }
+                let number = &json[start..at];
+                let may_overflow =
+                    number.len() > 300 || number.bytes().any(|b| b == b'e' || b == b'E');
+                if may_overflow && number.parse::<f64>().is_ok_and(|value| !value.is_finite()) {
+                    return Some(number);
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    None
 }
 
 impl<'a> Members<'a> {
@@ -332,7 +383,7 @@ impl<'de> Visitor<'de> for ExpandVisitor<'_> {
         while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
             let value = match self.0.split_first() {
                 Some((expanded, rest)) if *expanded == name => map.next_value_seed(Expand(rest))?,
-                _ => Lazy::Raw(map.next_value::<&'de RawValue>()?),
+                _ => Lazy::Raw(checked_raw(map.next_value::<&'de RawValue>()?)?),
             };
             members.push((name, value));
         }
@@ -397,6 +448,31 @@ impl<'de> Deserialize<'de> for Name<'de> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_number_no_double_can_hold_is_refused_and_other_numbers_pass() {
+        assert_eq!(out_of_range_number(r#"{"a":1E1211}"#), Some("1E1211"));
+        assert_eq!(out_of_range_number(r#"[-2e400]"#), Some("-2e400"));
+        assert_eq!(
+            out_of_range_number(&format!("[{}]", "9".repeat(400))).map(str::len),
+            Some(400)
+        );
+        // In strings, after escaped quotes, or in range: nothing.
+        assert_eq!(
+            out_of_range_number(r#"{"a":"1E1211","b\"":"x\"1e999"}"#),
+            None
+        );
+        assert_eq!(
+            out_of_range_number(r#"{"a":1.5e300,"b":-0,"c":123456789012345678901234}"#),
+            None
+        );
+        let body = r#"{"kept":{"n":1E1211}}"#;
+        let error = serde_json::from_str::<Lazy<'_>>(body).expect_err("refused");
+        assert!(
+            error.to_string().contains("number out of range: 1E1211"),
+            "{error}"
+        );
+    }
     use serde_json::json;
 
     use super::*;
