@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -242,4 +242,20 @@ pub async fn service_account_token(
         .create_token_request(name, &PostParams::default(), &request)
         .await?;
     Ok(answer.status.map(|status| status.token).unwrap_or_default())
+}
+
+/// Creates namespace `name` (unless it exists) and returns its name.
+///
+/// # Panics
+/// If the API server refuses it for another reason than that it exists.
+pub async fn create_namespace(client: &Client, name: &str) -> String {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some(name.to_string());
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(error) => panic!("cannot create namespace {name}: {error}"),
+    }
+    name.to_string()
 }

@@ -92,6 +92,35 @@ impl OperatorBinary {
             .await
     }
 
+    /// Starts `run` as the identity of `kubeconfig`, with the controller only (no webhooks,
+    /// no leader election, 2 s for reconciliations at shutdown), probes and metrics on free
+    /// loopback ports: an operator whose RBAC a test chooses.
+    pub async fn controller_only(&self, kubeconfig: &Path) -> Server {
+        let args: Vec<String> = [
+            "run",
+            "--bind-address",
+            "127.0.0.1",
+            "--probe-port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--webhooks=false",
+            "--leader-elect=false",
+            "--reconcile-shutdown-timeout",
+            "2s",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let kubeconfig = kubeconfig.display().to_string();
+        self.start(
+            &args,
+            &[("KUBECONFIG", &kubeconfig)],
+            &["probes", "metrics"],
+        )
+        .await
+    }
+
     /// Starts the binary with `args` (a subcommand and its flags) and extra environment,
     /// logging JSON at level info, and waits until the named listeners are bound. Its metrics
     /// are scraped over HTTPS unless `args` holds [`METRICS_INSECURE`].

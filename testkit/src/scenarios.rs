@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use tokio::runtime::Handle;
@@ -106,4 +107,20 @@ where
     let shared = Arc::into_inner(shared).and_then(|shared| shared.into_inner().ok());
     runtime.block_on(async move { drop(shared) });
     conclusion.exit();
+}
+
+/// Polls `check` until it returns `Some`, or panics naming `what` after `within`.
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

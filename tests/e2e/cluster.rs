@@ -6,13 +6,13 @@
 //! API of the cluster's TLS profile as on OpenShift.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -344,33 +344,11 @@ impl Env {
 
     /// Creates a namespace for a scenario and returns its name.
     pub async fn create_namespace(&self, name: &str) -> String {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let mut namespace = Namespace::default();
-        namespace.metadata.name = Some(name.to_string());
-        match namespaces.create(&PostParams::default(), &namespace).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => panic!("cannot create namespace {name}: {error}"),
-        }
-        name.to_string()
+        testkit::control_plane::create_namespace(&self.client, name).await
     }
 }
 
-/// Polls `check` until it returns `Some`, or panics naming `what` after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(start.elapsed() < within, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+pub use testkit::scenarios::eventually;
 
 /// Runs the project's kubectl against the control plane; returns (success, stdout, stderr).
 pub fn kubectl(env: &Env, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {

@@ -2,13 +2,13 @@
 //! kit's node agent, with the operator installed by the real OLM from the shipped catalog
 //! (`testkit::olm_install`), and the helpers the scenarios share to look at what OLM made.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use testkit::control_plane::ControlPlane;
 use testkit::olm_install::{InstallSource, Installed, install};
@@ -60,15 +60,7 @@ impl Env {
 
     /// Creates a namespace for a scenario and returns its name.
     pub async fn create_namespace(&self, name: &str) -> String {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let mut namespace = Namespace::default();
-        namespace.metadata.name = Some(name.to_string());
-        match namespaces.create(&PostParams::default(), &namespace).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => panic!("cannot create namespace {name}: {error}"),
-        }
-        name.to_string()
+        testkit::control_plane::create_namespace(&self.client, name).await
     }
 
     /// The CSV the Subscription has installed now (the install's, or an upgrade's).
@@ -150,18 +142,4 @@ pub fn pod_ip(pod: &Pod) -> Option<String> {
     pod.status.as_ref()?.pod_ip.clone()
 }
 
-/// Polls `check` until it returns `Some`, or panics naming `what` after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(start.elapsed() < within, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
+pub use testkit::scenarios::eventually;

@@ -71,29 +71,8 @@ pub async fn with_one_rule_removed_the_check_finds_forbidden(env: Arc<Env>) {
         .plane
         .token_kubeconfig(&token, dir.path())
         .expect("a kubeconfig with the token");
-    let args: Vec<String> = [
-        "run",
-        "--bind-address",
-        "127.0.0.1",
-        "--probe-port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--webhooks=false",
-        "--leader-elect=false",
-        "--reconcile-shutdown-timeout",
-        "2s",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let kubeconfig = kubeconfig.display().to_string();
     let mut operator = OperatorBinary::new(OPERATOR)
-        .start(
-            &args,
-            &[("KUBECONFIG", kubeconfig.as_str())],
-            &["probes", "metrics"],
-        )
+        .controller_only(&kubeconfig)
         .await;
     let found = eventually("the check finds a refusal in the logs", WAIT, || async {
         let logs = operator.last_logs(usize::MAX);

@@ -408,30 +408,7 @@ pub async fn drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_st
         .token_kubeconfig(&token, dir.path())
         .expect("a kubeconfig with the token");
 
-    let args: Vec<String> = [
-        "run",
-        "--bind-address",
-        "127.0.0.1",
-        "--probe-port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--webhooks=false",
-        "--leader-elect=false",
-        "--reconcile-shutdown-timeout",
-        "2s",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    let path = path.display().to_string();
-    let mut operator = OPERATOR
-        .start(
-            &args,
-            &[("KUBECONFIG", path.as_str())],
-            &["probes", "metrics"],
-        )
-        .await;
+    let mut operator = OPERATOR.controller_only(&path).await;
     // Each watch (Memcacheds and the three kinds of children) says what it may not list.
     let expected = format!(
         "memcacheds.cache.f2367556.dev is forbidden: User \"system:serviceaccount:{namespace}:no-rights\" \
