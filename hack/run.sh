@@ -59,10 +59,11 @@ trap 'exit 130' INT TERM
 kubectl() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --cache-dir "$tmp/kubectl-cache" "$@"; }
 
 # agent_runs: whether hack/olm-install.sh's node agent still runs.
+# (Its pid file, not `olm-install.sh status`, which also asks OLM and the API server: this
+# runs every second.)
 agent_runs() {
-  local status
-  status="$("$ROOT/hack/olm-install.sh" status 2>/dev/null || true)"
-  grep -q '^node-agent *running' <<<"$status"
+  local pid
+  pid="$(cat "$STATE/install/run/node-agent.pid" 2>/dev/null)" && kill -0 "$pid" 2>/dev/null
 }
 
 # wait_until WHAT COMMAND...: polls COMMAND (every 0.5 s) until it succeeds, at most TIMEOUT
