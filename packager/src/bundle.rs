@@ -16,9 +16,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 
 use super::csv::{
-    self, ClusterServiceVersion, CsvSpec, CustomResourceDefinitions, DeploymentSpecNamed, Icon,
-    InstallMode, Link, Maintainer, NamedInstallStrategy, Provider, RelatedImage,
-    StrategyDeploymentPermissions, StrategyDetailsDeployment, WebhookDescription,
+    self, ApiServiceDefinitions, ClusterServiceVersion, CsvSpec, CustomResourceDefinitions,
+    DeploymentSpecNamed, Icon, InstallMode, Link, Maintainer, NamedInstallStrategy, Provider,
+    RelatedImage, StrategyDeploymentPermissions, StrategyDetailsDeployment, WebhookDescription,
 };
 use super::files::{Files, FilesError};
 use super::monitoring::{self, METRICS_READER_ROLE_NAME, METRICS_SERVICE_NAME};
@@ -266,6 +266,7 @@ pub fn cluster_service_version(
                 owned: descriptors::owned(),
                 required: Vec::new(),
             },
+            apiservicedefinitions: ApiServiceDefinitions::default(),
             webhookdefinitions: webhook::WEBHOOKS.iter().map(webhook_description).collect(),
             related_images: vec![
                 RelatedImage {

@@ -1,10 +1,10 @@
-//! Reads a registry+v1 bundle directory from disk and runs OLM's webhook rules over it: the
-//! shell behind `memcached-packager check-bundle`.
+//! Reads a registry+v1 bundle directory from disk and runs the webhook rules of OLM v0, OLM v1
+//! and this operator's server over it: the shell behind `memcached-packager check-bundle`.
 //!
 //! Every YAML or JSON file in `manifests/` is read; the one ClusterServiceVersion and every
-//! CustomResourceDefinition are picked out. Webhook paths are checked against the server's
-//! routes only when the CSV is this operator's (its name starts with `memcached-operator.`);
-//! other operators' routes are unknown.
+//! CustomResourceDefinition are picked out. This operator's own rules (routed paths, review
+//! versions) apply only when the CSV is this operator's: named `memcached-operator.v…` and
+//! owning its CRD. Other operators' servers are their own business.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::csv::{self, ClusterServiceVersion};
 use super::generate::routed_paths;
 use super::release;
-use super::rules::{self, CrdFacts, Routes, Violation};
+use super::rules::{self, CrdFacts, Enforcer, Routes, Violation};
 use super::yaml;
 
 /// The bundle could not be read.
@@ -61,8 +61,25 @@ pub struct Report {
     pub files: usize,
     /// CRDs found.
     pub crds: Vec<String>,
+    /// Whether it is this operator's own bundle (its own server's rules were checked too).
+    pub ours: bool,
     /// Broken rules.
     pub violations: Vec<Violation>,
+}
+
+impl Report {
+    /// Whether `enforcer` refuses the bundle.
+    pub fn refused_by(&self, enforcer: Enforcer) -> bool {
+        self.count_refused_by(enforcer) > 0
+    }
+
+    /// How many findings `enforcer` refuses.
+    pub fn count_refused_by(&self, enforcer: Enforcer) -> usize {
+        self.violations
+            .iter()
+            .filter(|v| v.refused_by(enforcer))
+            .count()
+    }
 }
 
 fn is_manifest(path: &Path) -> bool {
@@ -207,6 +224,7 @@ pub fn check_manifests(
         csv: csv.name().to_string(),
         files: files.len(),
         crds: crds.into_iter().map(|c| c.name).collect(),
+        ours,
         violations,
     })
 }

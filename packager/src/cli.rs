@@ -13,6 +13,7 @@ use super::bundle::Options;
 use super::check::{CheckError, check_bundle};
 use super::generate::{GenerateError, Plan};
 use super::release;
+use super::rules::ENFORCERS;
 
 /// `generate`: write `bundle/`, `catalog/`, `config/` and the Dockerfiles of bundle and catalog.
 #[derive(Debug, clap::Args)]
@@ -109,17 +110,25 @@ pub fn check(args: &CheckBundleArgs) -> ExitCode {
             }
             if report.violations.is_empty() {
                 println!(
-                    "{dir}: {} ({} manifests, CRDs: {}): no OLM rule broken",
+                    "{dir}: {} ({} manifests, CRDs: {}): no rule of OLM v0, OLM v1{} broken",
                     report.csv,
                     report.files,
-                    report.crds.join(", ")
+                    report.crds.join(", "),
+                    if report.ours { " or this operator" } else { "" }
                 );
                 ExitCode::SUCCESS
             } else {
+                let counts: Vec<String> = ENFORCERS
+                    .iter()
+                    .map(|e| (e, report.count_refused_by(*e)))
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(e, n)| format!("{n} refused by {e}"))
+                    .collect();
                 println!(
-                    "{dir}: {} breaks {} OLM rule(s)",
+                    "{dir}: {} breaks {} rule(s): {}",
                     report.csv,
-                    report.violations.len()
+                    report.violations.len(),
+                    counts.join(", ")
                 );
                 ExitCode::from(VIOLATIONS)
             }
@@ -128,7 +137,14 @@ pub fn check(args: &CheckBundleArgs) -> ExitCode {
             let violations: Vec<_> = report
                 .violations
                 .iter()
-                .map(|v| json!({"rule": v.rule.id(), "webhook": v.webhook, "message": v.message}))
+                .map(|v| {
+                    let enforcers: Vec<&str> = v.enforcers.iter().map(|e| e.id()).collect();
+                    json!({"rule": v.rule.id(), "enforcers": enforcers, "webhook": v.webhook, "message": v.message})
+                })
+                .collect();
+            let refused: serde_json::Map<String, serde_json::Value> = ENFORCERS
+                .iter()
+                .map(|e| (e.id().to_string(), json!(report.refused_by(*e))))
                 .collect();
             let clean = violations.is_empty();
             println!(
@@ -137,6 +153,7 @@ pub fn check(args: &CheckBundleArgs) -> ExitCode {
                     "bundle": dir,
                     "csv": report.csv,
                     "crds": report.crds,
+                    "refused": refused,
                     "violations": violations,
                 })
             );

@@ -83,6 +83,9 @@ pub struct CsvSpec {
     pub install: NamedInstallStrategy,
     /// CRDs it owns and requires.
     pub customresourcedefinitions: CustomResourceDefinitions,
+    /// API services it serves (this operator serves none; read from other bundles).
+    #[serde(skip_serializing_if = "ApiServiceDefinitions::is_empty")]
+    pub apiservicedefinitions: ApiServiceDefinitions,
     /// Webhooks OLM creates for it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub webhookdefinitions: Vec<WebhookDescription>,
@@ -209,6 +212,40 @@ pub struct CustomResourceDefinitions {
     /// CRDs it needs from others.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<CrdDescription>,
+}
+
+/// The aggregated API services a CSV owns and requires.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ApiServiceDefinitions {
+    /// API services the operator serves.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub owned: Vec<ApiServiceDescription>,
+    /// API services it needs from others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<ApiServiceDescription>,
+}
+
+impl ApiServiceDefinitions {
+    /// Whether it lists none.
+    pub fn is_empty(&self) -> bool {
+        self.owned.is_empty() && self.required.is_empty()
+    }
+}
+
+/// One aggregated API service (as much of it as the checks read).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ApiServiceDescription {
+    /// `<version>.<group>`.
+    pub name: String,
+    /// Its group.
+    pub group: String,
+    /// Its version.
+    pub version: String,
+    /// The Deployment that serves it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub deployment_name: String,
 }
 
 /// One version of an owned or required CRD, and how a console shows it.

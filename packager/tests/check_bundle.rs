@@ -48,7 +48,10 @@ fn stdout(output: &Output) -> String {
 fn the_committed_bundle_is_clean() {
     let output = check(&bundle(), false);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    assert!(stdout(&output).contains("no OLM rule broken"), "{output:?}");
+    assert!(
+        stdout(&output).contains("no rule of OLM v0, OLM v1 or this operator broken"),
+        "{output:?}"
+    );
 }
 
 #[test]
@@ -58,6 +61,10 @@ fn the_committed_bundle_is_clean_as_json() {
     let report: Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(report["csv"], "memcached-operator.v0.1.0");
     assert_eq!(report["violations"], serde_json::json!([]));
+    assert_eq!(
+        report["refused"],
+        serde_json::json!({"olm-v0": false, "olm-v1": false, "this-operator": false})
+    );
 }
 
 #[test]
@@ -73,14 +80,17 @@ fn a_bundle_breaking_several_rules_lists_every_violation_and_exits_1() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let text = stdout(&output);
     for expected in [
-        "webhook-rules-all-groups: webhook mmemcached-v1beta1.cache.f2367556.dev:",
-        "side-effects: webhook vmemcached-v1beta1.cache.f2367556.dev: sideEffects Some",
-        "unknown-deployment: webhook vmemcached-v1beta1.cache.f2367556.dev: deploymentName \"elsewhere\"",
-        "conversion-crd-not-owned: webhook cmemcached.cache.f2367556.dev: conversionCRDs names others.example.com",
+        "webhook-rules-all-groups [OLM v0, OLM v1]: webhook mmemcached-v1beta1.cache.f2367556.dev:",
+        "side-effects [OLM v0, OLM v1]: webhook vmemcached-v1beta1.cache.f2367556.dev: sideEffects Some",
+        "unknown-deployment [OLM v0, OLM v1]: webhook vmemcached-v1beta1.cache.f2367556.dev: deploymentName \"elsewhere\"",
+        "conversion-crd-not-owned [OLM v0, OLM v1]: webhook cmemcached.cache.f2367556.dev: conversionCRDs names others.example.com",
     ] {
         assert!(text.contains(expected), "missing {expected:?} in\n{text}");
     }
-    assert!(text.contains("breaks 4 OLM rule(s)"), "{text}");
+    assert!(
+        text.contains("breaks 4 rule(s): 4 refused by OLM v0, 4 refused by OLM v1"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -97,8 +107,16 @@ fn violations_are_reported_as_json() {
         "admission-review-versions-without-v1"
     );
     assert_eq!(
+        report["violations"][0]["enforcers"],
+        serde_json::json!(["this-operator"])
+    );
+    assert_eq!(
         report["violations"][0]["webhook"],
         "mmemcached-v1beta1.cache.f2367556.dev"
+    );
+    assert_eq!(
+        report["refused"],
+        serde_json::json!({"olm-v0": false, "olm-v1": false, "this-operator": true})
     );
 }
 
@@ -150,7 +168,7 @@ fn our_csv_with_a_path_the_server_does_not_route_exits_1() {
     let output = check(dir.path(), false);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(stdout(&output).contains(
-        "unrouted-webhook-path: webhook cmemcached.cache.f2367556.dev: webhookPath / is not routed"
+        "unrouted-webhook-path [this operator]: webhook cmemcached.cache.f2367556.dev: webhookPath / is not routed"
     ));
 }
 
