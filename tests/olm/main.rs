@@ -6,9 +6,10 @@
 //!
 //! One install serves every scenario (`testkit::scenarios`), started by the first that runs.
 //! Scenarios run in the order listed: the RBAC check of the operator's logs comes after
-//! everything else made the operator work, then OLM's certificate rotation, and the uninstall
-//! last. A plain `cargo test` lists them as ignored (they
-//! need .tools, root and Debian's memcached); `make test` runs them with `--ignored`.
+//! everything else made the operator work, then `check-bundle`'s verdicts against OLM's on
+//! bundle variants, then OLM's certificate rotation and the upgrade, and the uninstall last. A
+//! plain `cargo test` lists them as ignored (they need .tools, root and Debian's memcached);
+//! `make test` runs them with `--ignored`.
 
 mod api;
 mod cluster;
@@ -19,6 +20,8 @@ mod operand;
 mod pod_security;
 mod rbac;
 mod upgrade;
+mod variants;
+mod verdicts;
 mod writer;
 
 use crate::cluster::Env;
@@ -33,6 +36,7 @@ fn main() {
         leader::killing_the_leaders_process_hands_the_lease_to_the_other_replica,
         rbac::with_one_rule_removed_the_check_finds_forbidden,
         rbac::the_operator_works_with_only_what_the_csv_grants,
+        verdicts::check_bundle_and_olm_agree_on_every_bundle_variant,
         lifecycle::olm_rotates_the_certificate_under_continuous_writes,
         upgrade::upgrading_to_the_next_release_keeps_every_object_and_write,
         lifecycle::uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_off,
