@@ -68,6 +68,17 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
             &[profiles::APISERVER_PLURAL],
             READ,
         ),
+        // The CA bundles the API server calls the webhooks with, read before a renewed
+        // serving certificate is served (`webhook::trust_watch`).
+        rule(
+            "admissionregistration.k8s.io",
+            &[
+                "mutatingwebhookconfigurations",
+                "validatingwebhookconfigurations",
+            ],
+            READ,
+        ),
+        rule("apiextensions.k8s.io", &["customresourcedefinitions"], READ),
     ]
 }
 
@@ -147,15 +158,16 @@ mod tests {
     }
 
     #[test]
-    fn no_rule_touches_custom_resource_definitions() {
+    fn crds_and_webhook_configurations_are_only_read() {
+        // OLM (or kustomize) installs and wires them; the operator reads their CA bundles.
         for rule in all_rules() {
-            assert!(
-                !rule
-                    .api_groups
-                    .iter()
-                    .flatten()
-                    .any(|g| g == "apiextensions.k8s.io")
-            );
+            let groups: Vec<_> = rule.api_groups.iter().flatten().collect();
+            if groups
+                .iter()
+                .any(|g| *g == "apiextensions.k8s.io" || *g == "admissionregistration.k8s.io")
+            {
+                assert_eq!(rule.verbs, vec!["get", "list", "watch"], "{rule:?}");
+            }
         }
     }
 

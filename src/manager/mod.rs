@@ -172,6 +172,12 @@ impl Servers {
         tls_settings: SettingsWatch,
     ) -> Servers {
         let webhook_metrics = webhook::metrics::Metrics::register(&mut registry);
+        let trust = match &client {
+            Some(client) if webhooks && args.server.wait_for_ca_trust => {
+                Some(webhook::trust_watch::follow(client.clone()))
+            }
+            _ => None,
+        };
         let audience = metrics_audience(args, client, &mut registry);
         let webhook_readiness = Arc::new(server::Readiness::default());
         let mut checks: Vec<Check> = Vec::new();
@@ -209,6 +215,7 @@ impl Servers {
                 webhook_metrics,
                 webhook_readiness,
                 tls_settings,
+                trust,
                 stopped(webhooks_stopped),
             ))
         });

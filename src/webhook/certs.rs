@@ -11,6 +11,12 @@
 //! with `notify`, plus a periodic poll). A pair that does not load, for instance a key that does
 //! not match the certificate, is refused and the loaded one kept. This module does not decide
 //! readiness or serve anything.
+//!
+//! Given the API server's trust (`trust_watch`), a renewed pair that none of its CA bundles
+//! accept yet is held, and the served one kept, until one of them does: a renewal that changes
+//! the CA (cert-manager with a self-signed issuer) whose files land before cainjector rewrites
+//! the bundles then fails no call on a new connection. A pair is never held against one that
+//! has expired or that no bundle accepts either.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -29,6 +35,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::Notify;
 
 use crate::webhook::metrics::Metrics;
+use crate::webhook::trust_watch::TrustWatch;
 
 /// Where controller-runtime (and OLM's first mount) keeps the serving certificate, relative to
 /// the certificate root.
@@ -323,6 +330,14 @@ pub enum CheckOutcome {
     },
     /// The files changed but none of them load; the previous certificate, if any, is kept.
     Refused(LookupError),
+    /// A new certificate loaded, but fewer of the API server's CA bundles accept it than the
+    /// one served, which is kept until they do.
+    Held {
+        /// The held leaf's serial number.
+        serial: String,
+        /// The trust points that refuse it.
+        refused_by: Vec<String>,
+    },
 }
 
 /// Watches the certificate files and keeps [`CertResolver`] serving the newest pair that loads.
@@ -363,6 +378,8 @@ pub struct CertReloader {
     last_snapshot: Option<Snapshot>,
     current: Option<ServingCert>,
     last_logged_failure: Option<LookupError>,
+    trust: Option<TrustWatch>,
+    held: Option<(ServingCert, std::time::Instant)>,
 }
 
 impl fmt::Debug for CertReloader {
@@ -390,7 +407,56 @@ impl CertReloader {
             last_snapshot: None,
             current: None,
             last_logged_failure: None,
+            trust: None,
+            held: None,
         }
+    }
+
+    /// Judges renewed pairs by the API server's trust before serving them.
+    pub fn with_trust(mut self, trust: TrustWatch) -> Self {
+        self.trust = Some(trust);
+        self
+    }
+
+    /// When the held pair, if any, may be served now: serves it.
+    pub fn reconsider(&mut self) -> CheckOutcome {
+        match self.held.take() {
+            Some((held, since)) => {
+                let outcome = self.serve(held);
+                if let CheckOutcome::Loaded { serial } = &outcome {
+                    tracing::info!(
+                        %serial,
+                        held_ms = since.elapsed().as_secs_f64() * 1000.0,
+                        "the API server now trusts the held certificate"
+                    );
+                } else if let Some((_, held_since)) = self.held.as_mut() {
+                    *held_since = since;
+                }
+                outcome
+            }
+            None => CheckOutcome::Unchanged,
+        }
+    }
+
+    /// When `serving` should wait: no trust point accepts it yet while some accept the served
+    /// certificate. Returns the points that refuse it.
+    ///
+    /// One accepting point is enough to switch: the API server builds a new client, and so
+    /// makes new connections, for a configuration whose bundle changed, and those need the new
+    /// pair at once; the clients of bundles not rewritten yet go on with the connections they
+    /// have.
+    fn refused_in_favour_of_current(&self, serving: &ServingCert) -> Option<Vec<String>> {
+        let trust = self.trust.as_ref()?.borrow().clone();
+        let current = self.current.as_ref()?;
+        if trust.is_unknown() {
+            return None;
+        }
+        let now = rustls_pki_types::UnixTime::now();
+        let refusing_new = trust.refusing(&serving.key.cert, now, &self.provider);
+        let refusing_current = trust.refusing(&current.key.cert, now, &self.provider);
+        let everywhere = trust.points.len();
+        (refusing_new.len() == everywhere && refusing_current.len() < everywhere)
+            .then(|| refusing_new.into_iter().map(str::to_string).collect())
     }
 
     /// Reads the files and, when they changed, loads the first usable pair. Logs a failure
@@ -429,8 +495,31 @@ impl CertReloader {
             .as_ref()
             .is_some_and(|current| current.key.cert == serving.key.cert);
         if unchanged {
+            self.held = None;
             return CheckOutcome::Unchanged;
         }
+        if let Some(refused_by) = self.refused_in_favour_of_current(&serving) {
+            let already_held = self
+                .held
+                .as_ref()
+                .is_some_and(|(held, _)| held.key.cert == serving.key.cert);
+            if !already_held {
+                tracing::info!(
+                    serial = %serving.serial,
+                    serving = %self.current.as_ref().map(|c| c.serial.as_str()).unwrap_or_default(),
+                    refused_by = %refused_by.join(", "),
+                    "holding the renewed certificate until the API server trusts its CA"
+                );
+            }
+            let serial = serving.serial.clone();
+            let since = self
+                .held
+                .take()
+                .map_or_else(std::time::Instant::now, |(_, since)| since);
+            self.held = Some((serving, since));
+            return CheckOutcome::Held { serial, refused_by };
+        }
+        self.held = None;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -472,6 +561,7 @@ impl CertReloader {
     /// Checks the files whenever a watched directory changes and every `poll_interval`,
     /// forever. Directories that do not exist yet are watched once they appear.
     pub async fn run(mut self, poll_interval: Duration) {
+        let mut trust = self.trust.clone();
         let changed = Arc::new(Notify::new());
         let notifier = changed.clone();
         let mut watcher =
@@ -503,6 +593,15 @@ impl CertReloader {
             }
             tokio::select! {
                 () = changed.notified() => tokio::time::sleep(DEBOUNCE).await,
+                Ok(()) = async {
+                    match trust.as_mut() {
+                        Some(trust) => trust.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.reconsider();
+                    continue;
+                }
                 () = tokio::time::sleep(poll_interval) => {
                     // A directory removed and created again loses its watch: renew them all.
                     if let Some(watcher) = watcher.as_mut() {
@@ -513,6 +612,7 @@ impl CertReloader {
                 }
             }
             self.check();
+            self.reconsider();
         }
     }
 }

@@ -12,6 +12,8 @@ pub mod conversion;
 pub mod metrics;
 pub mod response;
 pub mod server;
+pub mod trust;
+pub mod trust_watch;
 pub mod wire;
 
 #[cfg(test)]

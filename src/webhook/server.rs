@@ -41,6 +41,7 @@ use crate::tls_profile::cluster::SettingsWatch;
 use crate::webhook::certs::{self, CertReloader, CertResolver};
 use crate::webhook::metrics::Metrics;
 use crate::webhook::response::{Reply, TEXT_CONTENT_TYPE};
+use crate::webhook::trust_watch::TrustWatch;
 use crate::webhook::{WEBHOOKS, Webhook, answer};
 
 /// The default bound on a request body: 7 MiB, as controller-runtime's, since an
@@ -65,6 +66,13 @@ pub struct ServerArgs {
     /// How often the certificate files are read again, besides watching them.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub cert_poll_interval: Duration,
+
+    /// Serve a renewed certificate only once the API server's CA bundles (read from this
+    /// operator's webhook configurations and CRD) accept it as much as the one served, keeping
+    /// the served one until then. Needs a Kubernetes client and read access to those objects;
+    /// without either, or with `false`, renewed files are served as soon as they are read.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub wait_for_ca_trust: bool,
 
     /// Offer and serve HTTP/2 (off by default: rapid-reset attacks).
     #[arg(long)]
@@ -103,6 +111,7 @@ impl Default for ServerArgs {
             cert_dir: None,
             cert_root: PathBuf::from("/"),
             cert_poll_interval: Duration::from_secs(10),
+            wait_for_ca_trust: true,
             enable_http2: false,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             request_timeout: Duration::from_secs(10),
@@ -175,6 +184,7 @@ pub async fn serve(
     metrics: Metrics,
     readiness: Arc<Readiness>,
     tls_settings: SettingsWatch,
+    trust: Option<TrustWatch>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
     let started = Instant::now();
@@ -186,6 +196,9 @@ pub async fn serve(
         provider.clone(),
         metrics.clone(),
     );
+    if let Some(trust) = trust.filter(|_| args.wait_for_ca_trust) {
+        reloader = reloader.with_trust(trust);
+    }
     reloader.check();
     let webhook_listener = bind("webhooks", bind_address, args.webhook_port).await?;
     let webhook_address = local_address("webhooks", &webhook_listener)?;

@@ -316,8 +316,14 @@ impl Env {
 
     /// Applies the bundle's CRD and OLM's webhook wiring, pointed at the operator.
     pub async fn install_wiring(&self) -> Result<(), String> {
+        self.install_wiring_with(&self.ca.pem).await
+    }
+
+    /// Installs (or rewrites) the CRD and the webhook wiring with `ca_pem` as every CA
+    /// bundle, one object after the other, as cainjector rewrites them.
+    pub async fn install_wiring_with(&self, ca_pem: &str) -> Result<(), String> {
         let ca_file = self.cert_root.path().join("ca.crt");
-        std::fs::write(&ca_file, &self.ca.pem)
+        std::fs::write(&ca_file, ca_pem)
             .map_err(|e| format!("cannot write {}: {e}", ca_file.display()))?;
         let args = InstallArgs {
             bundle: repository::root().join("bundle/manifests"),
@@ -340,6 +346,30 @@ impl Env {
         )
         .await;
         Ok(())
+    }
+
+    /// Stops the running operator and starts it again with `flags`, on the same certificate
+    /// root and port, waiting until it is ready.
+    pub async fn restart_operator(&self, flags: &[&str]) {
+        self.stop_operator().await;
+        let server = self.spawn_operator(self.cert_root.path(), flags).await;
+        server.wait_ready(Duration::from_secs(20)).await;
+        *self.operator.lock().await = Some(server);
+    }
+
+    /// The running operator's process id.
+    pub async fn operator_pid(&self) -> Option<u32> {
+        self.operator.lock().await.as_ref().map(Server::pid)
+    }
+
+    /// The running operator's log lines that contain `text`.
+    pub async fn operator_logs_containing(&self, text: &str) -> Vec<serde_json::Value> {
+        self.operator
+            .lock()
+            .await
+            .as_ref()
+            .map(|server| server.logs_containing(text))
+            .unwrap_or_default()
     }
 
     /// Creates a namespace for a scenario and returns its name.

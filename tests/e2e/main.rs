@@ -16,6 +16,7 @@ mod cluster;
 mod controller;
 mod drills;
 mod metrics;
+mod renewal;
 mod resilience;
 mod tls_profile;
 
@@ -42,6 +43,7 @@ fn main() {
         tls_profile::the_cluster_tls_profile_reaches_new_connections_without_a_failed_request,
         resilience::certificate_rotation_under_continuous_writes_loses_none,
         resilience::the_fallback_certificate_layout_works_end_to_end,
+        renewal::a_renewal_under_a_new_ca_is_served_once_the_api_server_trusts_it,
         resilience::leadership_passes_to_the_other_replica_on_sigterm,
         resilience::a_lost_lease_stops_reconciling_within_the_lease_duration,
         drills::drill_operator_down_refuses_writes_and_v1alpha1_reads,

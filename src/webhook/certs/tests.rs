@@ -171,3 +171,153 @@ fn unchanged_files_are_not_loaded_again_and_a_late_pair_is_picked_up() {
     assert!(resolver.is_loaded());
     assert_eq!(reloader.check(), CheckOutcome::Unchanged);
 }
+
+/// A trust of one point for `localhost` whose bundle is `ca`.
+fn trusting(ca: &testkit::pki::Ca) -> Arc<crate::webhook::trust::TrustedCas> {
+    Arc::new(crate::webhook::trust::TrustedCas {
+        points: vec![crate::webhook::trust::TrustPoint {
+            what: "ValidatingWebhookConfiguration/v vmemcached".to_string(),
+            server_name: "localhost".to_string(),
+            roots: CertificateDer::pem_slice_iter(ca.pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .expect("PEM"),
+        }],
+    })
+}
+
+fn write_leaf(dir: &Path, leaf: &testkit::pki::Leaf) {
+    std::fs::write(dir.join("tls.key"), &leaf.key_pem).expect("write");
+    std::fs::write(dir.join("tls.crt"), &leaf.cert_pem).expect("write");
+}
+
+#[test]
+fn a_renewal_under_a_ca_the_api_server_does_not_trust_yet_is_held_until_it_does() {
+    use testkit::pki::{Ca, KeyForm};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = Ca::root();
+    let new = Ca::root();
+    let (trust, watch) = tokio::sync::watch::channel(trusting(&old));
+    let resolver = Arc::new(CertResolver::default());
+    let mut reloader = CertReloader::new(
+        candidates(Some(dir.path()), Path::new("/")),
+        resolver.clone(),
+        crypto_provider(),
+        Metrics::default(),
+    )
+    .with_trust(watch);
+    let first = old.serving(KeyForm::EcPkcs8);
+    write_leaf(dir.path(), &first);
+    assert_eq!(
+        reloader.check(),
+        CheckOutcome::Loaded {
+            serial: first.serial.clone()
+        }
+    );
+
+    // The new CA's pair lands before the bundles name the new CA: the old pair stays.
+    let renewed = new.serving(KeyForm::EcPkcs8);
+    write_leaf(dir.path(), &renewed);
+    assert_eq!(
+        reloader.check(),
+        CheckOutcome::Held {
+            serial: renewed.serial.clone(),
+            refused_by: vec!["ValidatingWebhookConfiguration/v vmemcached".to_string()],
+        }
+    );
+    assert_eq!(
+        reloader.reconsider(),
+        CheckOutcome::Held {
+            serial: renewed.serial.clone(),
+            refused_by: vec!["ValidatingWebhookConfiguration/v vmemcached".to_string()],
+        }
+    );
+    let served = resolver.current.load_full().expect("a certificate");
+    assert_eq!(testkit::pki::serial_of(&served.cert[0]), first.serial);
+
+    // The bundles now name the new CA: the held pair is served.
+    trust.send_replace(trusting(&new));
+    assert_eq!(
+        reloader.reconsider(),
+        CheckOutcome::Loaded {
+            serial: renewed.serial.clone()
+        }
+    );
+    assert_eq!(reloader.reconsider(), CheckOutcome::Unchanged);
+    let served = resolver.current.load_full().expect("a certificate");
+    assert_eq!(testkit::pki::serial_of(&served.cert[0]), renewed.serial);
+}
+
+#[test]
+fn a_renewal_is_served_at_once_when_trust_is_unknown_or_the_served_pair_is_refused_too() {
+    use testkit::pki::{Ca, KeyForm};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = Ca::root();
+    let new = Ca::root();
+    let (trust, watch) =
+        tokio::sync::watch::channel(Arc::new(crate::webhook::trust::TrustedCas::default()));
+    let mut reloader = CertReloader::new(
+        candidates(Some(dir.path()), Path::new("/")),
+        Arc::new(CertResolver::default()),
+        crypto_provider(),
+        Metrics::default(),
+    )
+    .with_trust(watch);
+    write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    // Unknown trust: served at once.
+    write_leaf(dir.path(), &new.serving(KeyForm::EcPkcs8));
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    // The bundles name a third CA: neither pair is trusted, the newest is served.
+    trust.send_replace(trusting(&Ca::root()));
+    write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    // The served pair has expired: a renewal the bundles refuse is no worse.
+    trust.send_replace(Arc::new(crate::webhook::trust::TrustedCas::default()));
+    write_leaf(dir.path(), &old.expired_serving());
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    trust.send_replace(trusting(&old));
+    write_leaf(dir.path(), &new.serving(KeyForm::EcPkcs8));
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    // And a trusted pair is not given up for an expired one.
+    write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    write_leaf(dir.path(), &old.expired_serving());
+    assert!(matches!(reloader.check(), CheckOutcome::Held { .. }));
+}
+
+#[test]
+fn one_bundle_that_accepts_the_renewal_is_enough_to_serve_it() {
+    use crate::webhook::trust::TrustedCas;
+    use testkit::pki::{Ca, KeyForm};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = Ca::root();
+    let new = Ca::root();
+    let two = |first: &Ca, second: &Ca| {
+        let mut points = trusting(first).points.clone();
+        let mut other = trusting(second).points[0].clone();
+        other.what = "CustomResourceDefinition/m conversion".to_string();
+        points.push(other);
+        Arc::new(TrustedCas { points })
+    };
+    let (trust, watch) = tokio::sync::watch::channel(two(&old, &old));
+    let mut reloader = CertReloader::new(
+        candidates(Some(dir.path()), Path::new("/")),
+        Arc::new(CertResolver::default()),
+        crypto_provider(),
+        Metrics::default(),
+    )
+    .with_trust(watch);
+    write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
+    assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
+    let renewed = new.serving(KeyForm::EcPkcs8);
+    write_leaf(dir.path(), &renewed);
+    assert!(matches!(reloader.check(), CheckOutcome::Held { .. }));
+    // cainjector rewrote the conversion's bundle, not yet the webhook configuration's.
+    trust.send_replace(two(&old, &new));
+    assert_eq!(
+        reloader.reconsider(),
+        CheckOutcome::Loaded {
+            serial: renewed.serial
+        }
+    );
+}
