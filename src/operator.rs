@@ -28,5 +28,11 @@ pub const METRICS_CERT_DIR: &str = "/tmp/k8s-metrics-server/metrics-certs";
 pub const RELATED_IMAGE_ENV: &str = "RELATED_IMAGE_MEMCACHED";
 /// The environment variable with the operator's own namespace (downward API).
 pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// The Secret OLM v0 keeps the webhook serving certificate in: `<deployment>-service-cert`.
+pub const OLM_CERT_SECRET_NAME: &str = "memcached-operator-controller-manager-service-cert";
+/// The Secret cert-manager issues the webhook serving certificate into (`config/default`).
+pub const CERT_MANAGER_CERT_SECRET_NAME: &str = "memcached-operator-webhook-server-cert";
+/// The Secrets the Deployment names with `--cert-secret`, and the only ones it may read.
+pub const CERT_SECRET_NAMES: [&str; 2] = [OLM_CERT_SECRET_NAME, CERT_MANAGER_CERT_SECRET_NAME];
 /// The memcached image used when `RELATED_IMAGE_MEMCACHED` is unset: memcached 1.6, pinned.
 pub const DEFAULT_MEMCACHED_IMAGE: &str = "docker.io/library/memcached:1.6.39-alpine";

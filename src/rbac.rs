@@ -96,15 +96,31 @@ pub fn metrics_reader_rules() -> Vec<PolicyRule> {
     }]
 }
 
-/// Rules granted only in the operator's own namespace (a Role): leader election.
+/// Rules granted only in the operator's own namespace (a Role): leader election, and reading
+/// (and watching) the webhook certificate's Secret by name (`webhook::cert_secret`), nothing
+/// else of Secrets.
 pub fn namespaced_rules() -> Vec<PolicyRule> {
-    vec![rule(
-        "coordination.k8s.io",
-        &["leases"],
-        &[
-            "get", "list", "watch", "create", "update", "patch", "delete",
-        ],
-    )]
+    vec![
+        rule(
+            "coordination.k8s.io",
+            &["leases"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        ),
+        PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".to_string()]),
+            resource_names: Some(
+                operator::CERT_SECRET_NAMES
+                    .iter()
+                    .map(|name| name.to_string())
+                    .collect(),
+            ),
+            verbs: READ.iter().map(|verb| verb.to_string()).collect(),
+            ..PolicyRule::default()
+        },
+    ]
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ pub const WEBHOOK_SERVICE_NAME: &str = "memcached-operator-webhook-service";
 /// The serving certificate.
 pub const CERTIFICATE_NAME: &str = "memcached-operator-serving-cert";
 /// The Secret cert-manager writes the certificate to.
-pub const CERTIFICATE_SECRET_NAME: &str = "memcached-operator-webhook-server-cert";
+pub const CERTIFICATE_SECRET_NAME: &str = operator::CERT_MANAGER_CERT_SECRET_NAME;
 /// The self-signed Issuer.
 pub const ISSUER_NAME: &str = "memcached-operator-selfsigned-issuer";
 /// The ValidatingWebhookConfiguration.

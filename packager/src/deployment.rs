@@ -104,6 +104,8 @@ pub fn container(image: &str) -> Container {
             format!("--metrics-port={}", operator::METRICS_PORT),
             "--metrics-secure=true".to_string(),
             format!("--metrics-cert-dir={}", operator::METRICS_CERT_DIR),
+            format!("--cert-secret={}", operator::OLM_CERT_SECRET_NAME),
+            format!("--cert-secret={}", operator::CERT_MANAGER_CERT_SECRET_NAME),
         ]),
         volume_mounts: Some(vec![VolumeMount {
             name: METRICS_CERT_VOLUME.to_string(),

@@ -174,7 +174,19 @@ impl Servers {
         let webhook_metrics = webhook::metrics::Metrics::register(&mut registry);
         let trust = match &client {
             Some(client) if webhooks && args.server.wait_for_ca_trust => {
-                Some(webhook::trust_watch::follow(client.clone()))
+                let namespace = std::env::var(crate::operator::POD_NAMESPACE_ENV).ok();
+                let secrets = match namespace {
+                    Some(namespace) if !args.server.cert_secrets.is_empty() => {
+                        Some(webhook::cert_secret::follow(
+                            client.clone(),
+                            &namespace,
+                            args.server.cert_secrets.clone(),
+                            webhook::certs::crypto_provider(),
+                        ))
+                    }
+                    _ => None,
+                };
+                Some((webhook::trust_watch::follow(client.clone()), secrets))
             }
             _ => None,
         };

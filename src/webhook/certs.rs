@@ -34,6 +34,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::Notify;
 
+use crate::webhook::cert_secret::SecretPairs;
 use crate::webhook::metrics::Metrics;
 use crate::webhook::trust_watch::TrustWatch;
 
@@ -380,6 +381,7 @@ pub struct CertReloader {
     last_logged_failure: Option<LookupError>,
     trust: Option<TrustWatch>,
     held: Option<(ServingCert, std::time::Instant)>,
+    secrets: Option<SecretPairs>,
 }
 
 impl fmt::Debug for CertReloader {
@@ -409,7 +411,14 @@ impl CertReloader {
             last_logged_failure: None,
             trust: None,
             held: None,
+            secrets: None,
         }
+    }
+
+    /// Also serves the pairs read from the certificate Secrets, judged like the files' pairs.
+    pub fn with_secrets(mut self, secrets: SecretPairs) -> Self {
+        self.secrets = Some(secrets);
+        self
     }
 
     /// Judges renewed pairs by the API server's trust before serving them.
@@ -562,6 +571,7 @@ impl CertReloader {
     /// forever. Directories that do not exist yet are watched once they appear.
     pub async fn run(mut self, poll_interval: Duration) {
         let mut trust = self.trust.clone();
+        let mut secrets = self.secrets.take();
         let changed = Arc::new(Notify::new());
         let notifier = changed.clone();
         let mut watcher =
@@ -600,6 +610,18 @@ impl CertReloader {
                     }
                 } => {
                     self.reconsider();
+                    continue;
+                }
+                Ok(()) = async {
+                    match secrets.as_mut() {
+                        Some(secrets) => secrets.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let pair = secrets.as_mut().and_then(|s| s.borrow_and_update().clone());
+                    if let Some(pair) = pair {
+                        self.serve(pair);
+                    }
                     continue;
                 }
                 () = tokio::time::sleep(poll_interval) => {

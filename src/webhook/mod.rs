@@ -7,6 +7,7 @@
 //! through `admission` or `conversion`, and answered with what `response` builds.
 
 pub mod admission;
+pub mod cert_secret;
 pub mod certs;
 pub mod conversion;
 pub mod metrics;

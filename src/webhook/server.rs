@@ -38,6 +38,7 @@ use crate::operator;
 use crate::tls_profile::TlsSettings;
 use crate::tls_profile::apply::ProfiledTls;
 use crate::tls_profile::cluster::SettingsWatch;
+use crate::webhook::cert_secret::SecretPairs;
 use crate::webhook::certs::{self, CertReloader, CertResolver};
 use crate::webhook::metrics::Metrics;
 use crate::webhook::response::{Reply, TEXT_CONTENT_TYPE};
@@ -73,6 +74,14 @@ pub struct ServerArgs {
     /// without either, or with `false`, renewed files are served as soon as they are read.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub wait_for_ca_trust: bool,
+
+    /// A Secret in the operator's namespace (`POD_NAMESPACE`) holding the serving certificate
+    /// as `tls.crt` and `tls.key` (repeatable; missing ones are skipped). Watched, so that a
+    /// renewal is served as soon as the API server's CA bundles accept it, before the kubelet
+    /// delivers the new files. Needs `--wait-for-ca-trust`, and `get`, `list` and `watch` on
+    /// the Secret.
+    #[arg(long = "cert-secret")]
+    pub cert_secrets: Vec<String>,
 
     /// Offer and serve HTTP/2 (off by default: rapid-reset attacks).
     #[arg(long)]
@@ -112,6 +121,7 @@ impl Default for ServerArgs {
             cert_root: PathBuf::from("/"),
             cert_poll_interval: Duration::from_secs(10),
             wait_for_ca_trust: true,
+            cert_secrets: Vec::new(),
             enable_http2: false,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             request_timeout: Duration::from_secs(10),
@@ -184,7 +194,7 @@ pub async fn serve(
     metrics: Metrics,
     readiness: Arc<Readiness>,
     tls_settings: SettingsWatch,
-    trust: Option<TrustWatch>,
+    trust: Option<(TrustWatch, Option<SecretPairs>)>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
     let started = Instant::now();
@@ -196,8 +206,11 @@ pub async fn serve(
         provider.clone(),
         metrics.clone(),
     );
-    if let Some(trust) = trust.filter(|_| args.wait_for_ca_trust) {
+    if let Some((trust, secrets)) = trust.filter(|_| args.wait_for_ca_trust) {
         reloader = reloader.with_trust(trust);
+        if let Some(secrets) = secrets {
+            reloader = reloader.with_secrets(secrets);
+        }
     }
     reloader.check();
     let webhook_listener = bind("webhooks", bind_address, args.webhook_port).await?;

@@ -19,7 +19,7 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
-use tracing::{debug, warn};
+use tracing::{info, warn};
 
 use super::WEBHOOKS;
 use super::trust::{self, TrustedCas};
@@ -108,7 +108,7 @@ async fn run(client: Client, sender: watch::Sender<Arc<TrustedCas>>) {
                 })
         };
         if changed {
-            debug!(points = points.len(), "the API server's CA bundles changed");
+            info!(points = points.len(), "the API server's CA bundles changed");
             sender.send_replace(Arc::new(TrustedCas { points }));
         }
     }

@@ -146,7 +146,14 @@ impl Env {
             &["probes", "metrics"]
         };
         let mut server = OPERATOR
-            .start(&args, &[("KUBECONFIG", &kubeconfig)], listeners)
+            .start(
+                &args,
+                &[
+                    ("KUBECONFIG", &kubeconfig),
+                    ("POD_NAMESPACE", OPERATOR_NAMESPACE),
+                ],
+                listeners,
+            )
             .await;
         server.set_metrics_token(&self.metrics_token);
         server
@@ -355,6 +362,27 @@ impl Env {
         let server = self.spawn_operator(self.cert_root.path(), flags).await;
         server.wait_ready(Duration::from_secs(20)).await;
         *self.operator.lock().await = Some(server);
+    }
+
+    /// Creates or replaces the Secret `name` in the operator's namespace with a serving pair.
+    pub async fn write_cert_secret(&self, name: &str, cert_pem: &str, key_pem: &str) {
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
+        let secret = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": OPERATOR_NAMESPACE},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert_pem, "tls.key": key_pem},
+        });
+        secrets
+            .patch(
+                name,
+                &kube::api::PatchParams::apply("e2e").force(),
+                &kube::api::Patch::Apply(&secret),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("write Secret {name}: {e}"));
     }
 
     /// The running operator's process id.
