@@ -209,7 +209,8 @@ bench-load:
 	$(CARGO) build --locked --release -p memcached-packager
 	$(CARGO) bench --locked --bench load
 
-## bench-controller: `run` with 1,000 Memcached objects in its caches: reconcile time, memory.
+## bench-controller: `run` with 1,000 Memcached objects in its caches: reconcile time, memory,
+## API requests per object by verb (from the API server's apiserver_request_total).
 bench-controller: test-tools
 	$(CARGO) build --locked --release -p memcached-operator
 	hack/bench-controller.sh 1000

@@ -2,10 +2,22 @@
 # Measures the operator (`run`, webhooks off) with N Memcached objects (default 1000) in its
 # caches, on a local control plane of its own: the time from creating them to every one being
 # reconciled (StatefulSet and Service written, status reported), and the resident memory idle
-# before, while reconciling (peak) and settled after. Objects have 0 replicas, so no pods are
-# made. Before the objects, it scrapes the (HTTPS) metrics SCRAPES times (default 50) with a
+# before, while reconciling (peak), settled (once the operator has sent no request for 5 s) and
+# STEADY_SECONDS after that. Objects have 0 replicas, so no pods are made. Before the objects, it scrapes the (HTTPS) metrics SCRAPES times (default 50) with a
 # token bound to the metrics-reader role: the API calls (TokenReviews, SubjectAccessReviews,
 # counted by the API server) of the first scrape and of the cached ones, and their latency.
+#
+# It also counts the operator's API requests per object, by verb, from the API server's own
+# `apiserver_request_total`. That metric has no user or user-agent label, so the counts are its
+# differences over windows in which the operator is the only client of the resources it uses
+# (Memcacheds, StatefulSets, Services, PodDisruptionBudgets, Pods, Events), with the bench's own
+# requests there subtracted (the N creates; one LIST of Memcacheds and one of StatefulSets per
+# poll) and two kinds left out: WATCH (one long-lived watch per kind, counted when it ends, by
+# whichever client held it) and the StatefulSet controller's PUT of statefulsets/status (the
+# operator never sends a PUT). Windows: `baseline` (STEADY_SECONDS, default 30, before the
+# objects, the operator idle), `first_pass` (from the first create until the operator has sent
+# nothing for 5 s, at most 290 s: the first periodic resync comes 300 s after a reconcile) and
+# `steady` (STEADY_SECONDS after that).
 # Writes target/bench/controller.json and prints a summary.
 #
 # Usage: hack/bench-controller.sh [N]
@@ -14,6 +26,7 @@ set -euo pipefail
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 N="${1:-1000}"
 SCRAPES="${SCRAPES:-50}"
+STEADY_SECONDS="${STEADY_SECONDS:-30}"
 BIN="$ROOT/target/release/memcached-operator"
 KUBECTL="$ROOT/.tools/bin/kubectl"
 OUT="$ROOT/target/bench/controller.json"
@@ -32,6 +45,84 @@ trap cleanup EXIT
 "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$CONTROL_PLANE_DIR/kubeconfig"
 kubectl() { "$KUBECTL" "$@"; }
+# The operator's share of the API server's request counters (`apiserver_request_total`, which
+# has no user label): `requests snapshot FILE` keeps the counters of the resources the operator
+# uses; `requests quiet A B` succeeds when no request of the operator's falls between two
+# snapshots; `requests summary ...` writes the windows as JSON.
+cat >"$CONTROL_PLANE_DIR/requests.py" <<'PY'
+import json, re, sys
+
+OURS = {"memcacheds", "statefulsets", "services", "poddisruptionbudgets", "pods", "events"}
+# Not the operator's: watches (long-lived, counted when they end, by whoever held them) and
+# the StatefulSet controller's status updates (the operator never sends a PUT).
+def left_out(verb, resource, subresource):
+    return verb == "WATCH" or (verb, resource, subresource) == ("PUT", "statefulsets", "status")
+
+def read(path):
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            verb, resource, subresource, count = line.split()
+            counts[(verb, resource, subresource)] = int(count)
+    return counts
+
+def window(a, b, bench=None):
+    a, b = read(a), read(b)
+    delta = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
+    for key, count in (bench or {}).items():
+        delta[key] = delta.get(key, 0) - count
+    operator, others = {}, {}
+    for (verb, resource, subresource), count in sorted(delta.items()):
+        if count:
+            name = f"{verb} {resource}" + ("" if subresource == "-" else f"/{subresource}")
+            (others if left_out(verb, resource, subresource) else operator)[name] = count
+    return operator, others
+
+command = sys.argv[1]
+if command == "snapshot":
+    counts = {}
+    for line in sys.stdin:
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            if labels.get("resource") in OURS:
+                key = (labels["verb"], labels["resource"], labels.get("subresource") or "-")
+                counts[key] = counts.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    with open(sys.argv[2], "w") as f:
+        for key, n in sorted(counts.items()):
+            print(*key, int(n), file=f)
+elif command == "quiet":
+    operator, _ = window(sys.argv[2], sys.argv[3])
+    sys.exit(0 if not operator else 1)
+elif command == "summary":
+    n, polls, state, seconds = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    bench = {  # the bench's own requests: the creates, and one LIST of each kind per poll
+        ("POST", "memcacheds", "-"): n,
+        ("LIST", "memcacheds", "-"): polls,
+        ("LIST", "statefulsets", "-"): polls,
+    }
+    def summary(a, b, bench=None):
+        operator, others = window(f"{state}/{a}", f"{state}/{b}", bench)
+        by_verb = {}
+        for name, count in operator.items():
+            by_verb[name.split()[0]] = by_verb.get(name.split()[0], 0) + count
+        return {
+            "total": sum(operator.values()),
+            "per_object_by_verb": {v: round(c / n, 2) for v, c in sorted(by_verb.items())},
+            "by_request": operator,
+            "left_out": others,
+        }
+    print(json.dumps({
+        "method": "differences of apiserver_request_total over each window, for Memcacheds, "
+                  "StatefulSets, Services, PodDisruptionBudgets, Pods and Events; the bench's "
+                  "own requests subtracted; WATCH and PUT statefulsets/status left out",
+        "steady_and_baseline_seconds": seconds,
+        "baseline": summary("requests-baseline-start", "requests-baseline-end"),
+        "first_pass": summary("requests-first-start", "requests-quiet", bench),
+        "steady": summary("requests-quiet", "requests-steady-end"),
+    }))
+PY
+requests() { python3 "$CONTROL_PLANE_DIR/requests.py" "$@"; }
+snapshot() { kubectl get --raw /metrics | requests snapshot "$CONTROL_PLANE_DIR/requests-$1"; }
 kubectl apply --server-side -f "$ROOT/bundle/manifests/cache.f2367556.dev_memcacheds.yaml" >/dev/null
 kubectl wait --for condition=Established --timeout 30s crd/memcacheds.cache.f2367556.dev >/dev/null
 
@@ -91,6 +182,11 @@ print(json.dumps({
 PY
 )
 
+# The baseline: nothing but the idle operator and the API server's own housekeeping.
+snapshot baseline-start
+sleep "$STEADY_SECONDS"
+snapshot baseline-end
+
 python3 - "$N" >"$CONTROL_PLANE_DIR/objects.json" <<'PY'
 import json, sys
 n = int(sys.argv[1])
@@ -99,41 +195,67 @@ items = [{"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached",
           "spec": {"replicas": 0}} for i in range(n)]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
+snapshot first-start
 start=$(date +%s.%N)
 kubectl create -f "$CONTROL_PLANE_DIR/objects.json" >/dev/null
 created=$(date +%s.%N)
 peak=$idle_rss
+polls=0
 while true; do
   current=$(rss); (( current > peak )) && peak=$current
-  reported=$(kubectl get memcacheds -n default -o jsonpath='{range .items[*]}{.status.observedGeneration}{"\n"}{end}' | grep -c . || true)
-  statefulsets=$(kubectl get statefulsets -n default --no-headers 2>/dev/null | wc -l)
+  # One LIST each (no chunking), so that the bench's own requests are known exactly.
+  polls=$((polls + 1))
+  reported=$(kubectl get memcacheds -n default --chunk-size 0 -o jsonpath='{range .items[*]}{.status.observedGeneration}{"\n"}{end}' | grep -c . || true)
+  statefulsets=$(kubectl get statefulsets -n default --chunk-size 0 --no-headers 2>/dev/null | wc -l)
   (( reported >= N && statefulsets >= N )) && break
   sleep 0.5
 done
 done_at=$(date +%s.%N)
-sleep 5
+# Quiet: no request of the operator's for 5 s (reconciles triggered by the StatefulSet
+# controller's status updates go on after every object has been reconciled once), or 290 s
+# after the first create, before the first periodic resync (every 300 s) mixes in.
+snapshot previous
+while true; do
+  sleep 5
+  snapshot quiet
+  requests quiet "$CONTROL_PLANE_DIR/requests-previous" "$CONTROL_PLANE_DIR/requests-quiet" && break
+  python3 -c "import sys, time; sys.exit(time.time() - $start < 290)" && break
+  cp "$CONTROL_PLANE_DIR/requests-quiet" "$CONTROL_PLANE_DIR/requests-previous"
+done
+quiet_at=$(date +%s.%N)
+first_pass_reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 settled_rss=$(rss)
+sleep "$STEADY_SECONDS"
+snapshot steady-end
+steady_rss=$(rss)
 peak_hwm=$(hwm)
+requests_summary=$(requests summary "$N" "$polls" "$CONTROL_PLANE_DIR" "$STEADY_SECONDS")
 reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 cpu_ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
 ticks_per_second=$(getconf CLK_TCK)
 
 mkdir -p "$(dirname "$OUT")"
 python3 - "$N" "$start" "$created" "$done_at" "$idle_rss" "$peak" "$peak_hwm" "$settled_rss" \
-  "$reconciliations" "$cpu_ticks" "$ticks_per_second" "$scrape_summary" >"$OUT" <<'PY'
+  "$reconciliations" "$cpu_ticks" "$ticks_per_second" "$scrape_summary" "$steady_rss" \
+  "$requests_summary" "$quiet_at" "$first_pass_reconciliations" >"$OUT" <<'PY'
 import json, sys
-n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes = sys.argv[1:]
+(n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes, steady, requests,
+ quiet, first_recs) = sys.argv[1:]
 print(json.dumps({
     "objects": int(n),
     "create_seconds": round(float(created) - float(start), 2),
     "all_reconciled_seconds": round(float(done) - float(start), 2),
+    "first_pass_seconds": round(float(quiet) - float(start), 2),
+    "first_pass_reconciliations": int(float(first_recs or 0)),
     "rss_idle_mib": round(int(idle) / 1024, 1),
     "rss_peak_sampled_mib": round(int(peak) / 1024, 1),
     "rss_high_water_mib": round(int(hwm) / 1024, 1),
     "rss_settled_mib": round(int(settled) / 1024, 1),
+    "rss_after_steady_window_mib": round(int(steady) / 1024, 1),
     "reconciliations": int(float(recs or 0)),
     "cpu_seconds": round(int(ticks) / int(hz), 2),
     "metrics_scrapes": json.loads(scrapes),
+    "api_requests": json.loads(requests),
 }, indent=2))
 PY
 cat "$OUT"

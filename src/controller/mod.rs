@@ -2,10 +2,12 @@
 //! PodDisruptionBudget, and reports honest status; only the leader reconciles.
 //!
 //! This is the shell around pure parts: `children` builds the desired objects, `drift`
-//! decides whether a write is needed, `status` computes conditions. Specs are defaulted and
-//! validated here too (defense in depth), so an invalid object that slipped past missing
-//! webhooks is reported as Degraded/InvalidSpec and changes nothing.
+//! decides whether a write is needed, `status` computes conditions; `cache` says what is kept
+//! in memory of each kind watched. Specs are defaulted and validated here too (defense in
+//! depth), so an invalid object that slipped past missing webhooks is reported as
+//! Degraded/InvalidSpec and changes nothing.
 
+pub mod cache;
 pub mod children;
 pub mod drift;
 pub mod metrics;
@@ -20,17 +22,17 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tracing::{info, warn};
 
+use self::cache::CachedBudget;
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use self::metrics::Metrics;
 use self::status::{Observed, Problem, desired_status};
@@ -178,37 +180,42 @@ pub async fn run_controller(
     }
 }
 
+/// What one run of the controller shares: the process's context, and the caches this run
+/// fills that reconciling reads besides the Memcached it is given.
+struct Run {
+    context: Arc<Context>,
+    budgets: Store<CachedBudget>,
+}
+
 async fn controller(
     context: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = context.client.clone();
-    let owned = watcher::Config::default()
-        .labels(&format!("app.kubernetes.io/managed-by={}", operator::NAME));
-    Controller::new(
-        Api::<Memcached>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(Api::<StatefulSet>::all(client.clone()), owned.clone())
-    .owns(Api::<Service>::all(client.clone()), owned.clone())
-    .owns(Api::<PodDisruptionBudget>::all(client), owned)
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile, error_policy, context)
-    .for_each(|result| async move {
-        match result {
-            Ok((object, _)) => tracing::debug!(memcached = %object, "reconciled"),
-            // A watch that fails (the CRD missing, listing forbidden) keeps everything from
-            // being reconciled: say so. Failed reconciles are logged by `error_policy`.
-            Err(kube::runtime::controller::Error::QueueError(error)) => {
-                warn!(%error, "watching failed; retrying with backoff")
+    let (memcacheds, changed) = cache::memcacheds(client.clone());
+    let (budgets, budgets_touched) = cache::budgets(client.clone());
+    Controller::for_stream(changed, memcacheds)
+        .owns(Api::<StatefulSet>::all(client.clone()), cache::ours())
+        .owns(Api::<Service>::all(client), cache::ours())
+        .owns_stream(budgets_touched)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, Arc::new(Run { context, budgets }))
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => tracing::debug!(memcached = %object, "reconciled"),
+                // A watch that fails (the CRD missing, listing forbidden) keeps everything from
+                // being reconciled: say so. Failed reconciles are logged by `error_policy`.
+                Err(kube::runtime::controller::Error::QueueError(error)) => {
+                    warn!(%error, "watching failed; retrying with backoff")
+                }
+                Err(error) => tracing::debug!(%error, "reconcile loop"),
             }
-            Err(error) => tracing::debug!(%error, "reconcile loop"),
-        }
-    })
-    .await;
+        })
+        .await;
 }
 
-fn error_policy(object: Arc<Memcached>, error: &Error, context: Arc<Context>) -> Action {
+fn error_policy(object: Arc<Memcached>, error: &Error, run: Arc<Run>) -> Action {
+    let context = &run.context;
     let failures = context.record_failure(&object);
     let delay = backoff(failures);
     context.metrics.error(&error.metric_reason());
@@ -234,7 +241,8 @@ fn api_error(
     }
 }
 
-async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Error> {
+    let context = &run.context;
     let _timer = context.metrics.measure();
     if object.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change()); // the garbage collector removes the children
@@ -256,7 +264,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
     let statefulset = if problem.is_none() {
         let applied = async {
             let sts = ensure(
-                &context,
+                context,
                 &object,
                 &statefulsets,
                 "StatefulSet",
@@ -265,7 +273,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
             .await?;
             let services = Api::<Service>::namespaced(client.clone(), &namespace);
             ensure(
-                &context,
+                context,
                 &object,
                 &services,
                 "Service",
@@ -275,9 +283,9 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
             let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &namespace);
             match desired_pdb(&effective) {
                 Some(pdb) => {
-                    ensure(&context, &object, &pdbs, "PodDisruptionBudget", pdb).await?;
+                    ensure(context, &object, &pdbs, "PodDisruptionBudget", pdb).await?;
                 }
-                None => remove(&context, &object, &pdbs, "PodDisruptionBudget").await?,
+                None => remove_budget(context, &run.budgets, &object, &pdbs).await?,
             }
             Ok::<_, Error>(sts)
         }
@@ -299,7 +307,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
             .await
             .map_err(|e| api_error("get", "StatefulSet", &object, e))?,
     };
-    let ready_ordinals = ready_ordinals(&context, &object).await?;
+    let ready_ordinals = ready_ordinals(context, &object).await?;
     let problem = problem.or_else(|| {
         failure
             .as_ref()
@@ -328,7 +336,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
     }
     if let Some(error) = failure {
         publish(
-            &context,
+            context,
             &object,
             EventType::Warning,
             "ReconcileFailed",
@@ -340,7 +348,7 @@ async fn reconcile(object: Arc<Memcached>, context: Arc<Context>) -> Result<Acti
     }
     if let Some(Problem::InvalidSpec(message)) = &problem {
         publish(
-            &context,
+            context,
             &object,
             EventType::Warning,
             "InvalidSpec",
@@ -410,41 +418,68 @@ where
     Ok(applied)
 }
 
-/// Deletes a child that should not exist, if it does.
-async fn remove<K>(
+/// Deletes the Memcached's PodDisruptionBudget if one it owns exists.
+///
+/// Whether one exists comes from the cache of budgets (those labelled as the operator's)
+/// once that has been listed, so the common case, none, costs no request; before that, it is
+/// fetched (metadata only). The delete is conditional on the uid seen, and a budget already
+/// gone counts as removed: the cache may lag behind a deletion.
+async fn remove_budget(
     context: &Context,
+    budgets: &Store<CachedBudget>,
     owner: &Memcached,
-    api: &Api<K>,
-    kind: &'static str,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
+    api: &Api<PodDisruptionBudget>,
+) -> Result<(), Error> {
+    const KIND: &str = "PodDisruptionBudget";
     let name = owner.name_any();
-    let exists = api
-        .get_opt(&name)
-        .await
-        .map_err(|e| api_error("get", kind, owner, e))?
-        .is_some_and(|live| {
-            live.owner_references()
-                .iter()
-                .any(|o| o.uid == owner.uid().unwrap_or_default())
-        });
-    if exists {
-        context.metrics.child_written(kind);
-        api.delete(&name, &DeleteParams::default())
+    let namespace = owner.namespace().unwrap_or_default();
+    let owned_uid = |budget: &CachedBudget| {
+        let owner_uid = owner.uid().unwrap_or_default();
+        let owned = budget
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == owner_uid);
+        owned.then(|| budget.metadata.uid.clone()).flatten()
+    };
+    let listed = budgets
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|ready| ready.is_ok());
+    let uid = if listed {
+        budgets
+            .get(&ObjectRef::new(&name).within(&namespace))
+            .and_then(|budget| owned_uid(&budget))
+    } else {
+        api.get_metadata_opt(&name)
             .await
-            .map_err(|e| api_error("delete", kind, owner, e))?;
-        publish(
-            context,
-            owner,
-            EventType::Normal,
-            "Deleted",
-            format!("{kind} {name} deleted"),
-            None,
-        )
-        .await;
+            .map_err(|e| api_error("get", KIND, owner, e))?
+            .and_then(|budget| owned_uid(&budget))
+    };
+    let Some(uid) = uid else { return Ok(()) };
+    context.metrics.child_written(KIND);
+    let only_that_one = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &only_that_one).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(api_error("delete", KIND, owner, error)),
     }
+    publish(
+        context,
+        owner,
+        EventType::Normal,
+        "Deleted",
+        format!("{KIND} {name} deleted"),
+        None,
+    )
+    .await;
     Ok(())
 }
 

@@ -1,10 +1,12 @@
 //! Shows the controller at work with the real StatefulSet controller and garbage collector:
 //! owned children, the scale subresource, rolling configuration changes, honest status from
-//! Ready pods, repair of deleted children, cascading deletion, and defense in depth.
+//! Ready pods, repair of deleted children, cascading deletion, defense in depth, and caches
+//! that hold no more than the controller reads.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -13,9 +15,11 @@ use k8s_openapi::api::core::v1::{Pod, ResourceRequirements, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use memcached_operator::admission::{Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
+use memcached_operator::controller::cache;
 use memcached_operator::controller::children::CONFIG_HASH_ANNOTATION;
 use serde_json::json;
 use testkit::direct_wiring::DESCRIPTION_LABEL;
@@ -147,6 +151,86 @@ pub async fn kubectl_scale_works_through_the_scale_subresource(env: Arc<Env>) {
     let scale: serde_json::Value = serde_json::from_str(&stdout).expect("a Scale");
     assert_eq!(scale["spec"]["replicas"], 4);
     assert_eq!(scale["status"]["selector"], status);
+
+    // Below two replicas no budget is wanted: the one the cache holds is deleted.
+    let (ok, _, stderr) = kubectl(
+        &env,
+        &["scale", "-n", &namespace, "memcached/cache", "--replicas=1"],
+        None,
+    );
+    assert!(ok, "kubectl scale failed: {stderr}");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("the budget is removed at one replica", WAIT, || async {
+        budgets.get_opt("cache").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-cache").await;
+    let manifest = json!({
+        "apiVersion": "cache.f2367556.dev/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": "cache", "namespace": namespace,
+                     "annotations": {"example.com/team": "storefront"}},
+        "spec": {"replicas": 2}
+    });
+    // A client-side apply leaves the last-applied annotation; status adds managed fields.
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&manifest.to_string()));
+    assert!(ok, "kubectl apply failed: {stderr}");
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let stored = eventually("status is reported", WAIT, || async {
+        let memcached = api.get("cache").await.ok()?;
+        memcached.status.as_ref()?.observed_generation?;
+        Some(memcached)
+    })
+    .await;
+    assert!(stored.metadata.managed_fields.is_some());
+    assert!(stored.annotations().contains_key(cache::LAST_APPLIED));
+    let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
+
+    // The caches, filled as the controller fills them.
+    let (memcacheds, changed) = cache::memcacheds(env.client.clone());
+    let (budgets, touched) = cache::budgets(env.client.clone());
+    let drive = tokio::spawn(
+        futures::stream::select(changed.map(|_| ()), touched.map(|_| ())).collect::<()>(),
+    );
+    memcacheds
+        .wait_until_ready()
+        .await
+        .expect("Memcacheds listed");
+    budgets.wait_until_ready().await.expect("budgets listed");
+    drive.abort();
+
+    let cached = memcacheds
+        .get(&ObjectRef::new("cache").within(&namespace))
+        .expect("the Memcached is cached");
+    assert_eq!(cached.metadata.managed_fields, None);
+    assert_eq!(
+        cached.annotations().keys().collect::<Vec<_>>(),
+        ["example.com/team"]
+    );
+    assert_eq!(cached.spec, stored.spec);
+    for memcached in memcacheds.state() {
+        assert_eq!(memcached.metadata.managed_fields, None, "{memcached:?}");
+        assert!(!memcached.annotations().contains_key(cache::LAST_APPLIED));
+    }
+    let budget = budgets
+        .get(&ObjectRef::new("cache").within(&namespace))
+        .expect("the budget is cached");
+    owned_by(&*budget, &stored);
+    for budget in budgets.state() {
+        let metadata = &budget.metadata;
+        assert_eq!(
+            (
+                &metadata.labels,
+                &metadata.annotations,
+                &metadata.managed_fields
+            ),
+            (&None, &None, &None),
+            "{metadata:?}"
+        );
+    }
 }
 
 pub async fn a_configuration_change_rolls_the_statefulset(env: Arc<Env>) {

@@ -38,6 +38,7 @@ fn main() {
         controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
+        controller::the_controllers_caches_hold_no_write_history,
         metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,
         metrics::a_scrape_with_a_cached_authorization_makes_no_api_call,
         tls_profile::the_cluster_tls_profile_reaches_new_connections_without_a_failed_request,
