@@ -133,23 +133,30 @@ fn point(
     })
 }
 
+/// The trust points of a configuration's entries, given as (name, client config), that are
+/// named in `names`.
+fn entry_points<'a>(
+    kind: &str,
+    object: Option<&str>,
+    entries: impl Iterator<Item = (&'a str, &'a WebhookClientConfig)>,
+    names: &[&str],
+) -> Vec<TrustPoint> {
+    let object = object.unwrap_or_default();
+    entries
+        .filter(|(name, _)| names.contains(name))
+        .filter_map(|(name, config)| point(kind, object, name, config))
+        .collect()
+}
+
 /// The trust points of a MutatingWebhookConfiguration: its entries named in `names`.
 pub fn mutating_points(config: &MutatingWebhookConfiguration, names: &[&str]) -> Vec<TrustPoint> {
-    let object = config.metadata.name.as_deref().unwrap_or_default();
-    config
-        .webhooks
-        .iter()
-        .flatten()
-        .filter(|webhook| names.contains(&webhook.name.as_str()))
-        .filter_map(|webhook| {
-            point(
-                "MutatingWebhookConfiguration",
-                object,
-                &webhook.name,
-                &webhook.client_config,
-            )
-        })
-        .collect()
+    let entries = config.webhooks.iter().flatten();
+    entry_points(
+        "MutatingWebhookConfiguration",
+        config.metadata.name.as_deref(),
+        entries.map(|w| (w.name.as_str(), &w.client_config)),
+        names,
+    )
 }
 
 /// The trust points of a ValidatingWebhookConfiguration: its entries named in `names`.
@@ -157,21 +164,13 @@ pub fn validating_points(
     config: &ValidatingWebhookConfiguration,
     names: &[&str],
 ) -> Vec<TrustPoint> {
-    let object = config.metadata.name.as_deref().unwrap_or_default();
-    config
-        .webhooks
-        .iter()
-        .flatten()
-        .filter(|webhook| names.contains(&webhook.name.as_str()))
-        .filter_map(|webhook| {
-            point(
-                "ValidatingWebhookConfiguration",
-                object,
-                &webhook.name,
-                &webhook.client_config,
-            )
-        })
-        .collect()
+    let entries = config.webhooks.iter().flatten();
+    entry_points(
+        "ValidatingWebhookConfiguration",
+        config.metadata.name.as_deref(),
+        entries.map(|w| (w.name.as_str(), &w.client_config)),
+        names,
+    )
 }
 
 /// The trust point of a CRD's conversion webhook, when it has one.

@@ -143,3 +143,39 @@ pub fn pod_ip(pod: &Pod) -> Option<String> {
 }
 
 pub use testkit::scenarios::eventually;
+
+/// Serves the file-based catalog in `catalog` with `opm serve` on a free port, its termination
+/// log and temporary files in `scratch`, until the returned child is dropped; returns when it
+/// answers.
+pub async fn serve_catalog(
+    catalog: &std::path::Path,
+    scratch: &std::path::Path,
+) -> (tokio::process::Child, u16) {
+    use testkit::ports::free_port;
+    let port = free_port();
+    let opm = tokio::process::Command::new(testkit::repository::tool("opm"))
+        .arg("serve")
+        .arg(catalog)
+        .args([
+            "-p",
+            &port.to_string(),
+            "--pprof-addr",
+            &format!("127.0.0.1:{}", free_port()),
+        ])
+        .arg("-t")
+        .arg(scratch.join("termination.log"))
+        .env("TMPDIR", scratch)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start opm serve");
+    eventually("the catalog answers", WAIT, || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    (opm, port)
+}

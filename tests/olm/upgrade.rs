@@ -6,7 +6,6 @@
 //! new CA from OLM, so the writes meet the same certificate switch as a rotation.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,9 +13,7 @@ use memcached_packager::bundle::Options;
 use memcached_packager::generate::Plan;
 use memcached_packager::release;
 use serde_json::json;
-use testkit::ports::free_port;
 use testkit::repository;
-use tokio::process::Command;
 
 use crate::cluster::{Env, OPERATOR, WAIT, eventually};
 use crate::writer::Writer;
@@ -115,31 +112,8 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // A second catalog server with the next release, and the CatalogSource pointed at it.
-    let port = free_port();
-    let mut opm = Command::new(repository::tool("opm"))
-        .arg("serve")
-        .arg(dir.path().join("catalog"))
-        .args([
-            "-p",
-            &port.to_string(),
-            "--pprof-addr",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .arg("-t")
-        .arg(dir.path().join("termination.log"))
-        .env("TMPDIR", dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start opm serve");
-    eventually("the next catalog answers", WAIT, || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-            .map(|_| ())
-    })
-    .await;
+    let (mut opm, port) =
+        crate::cluster::serve_catalog(&dir.path().join("catalog"), dir.path()).await;
     let started = Instant::now();
     let patch = json!({"spec": {"address": format!("127.0.0.1:{port}")}}).to_string();
     let (ok, _, stderr) = env.kubectl(

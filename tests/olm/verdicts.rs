@@ -6,7 +6,6 @@
 //! for OLM v0 on every variant; a disagreement is a bug in `check-bundle`.
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,9 +14,6 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use memcached_packager::check::check_bundle;
 use memcached_packager::rules::Enforcer;
 use serde_json::{Value, json};
-use testkit::ports::free_port;
-use testkit::repository;
-use tokio::process::Command;
 
 use crate::cluster::{Env, WAIT, eventually};
 use crate::variants::{self, CHANNEL, Variant};
@@ -222,31 +218,7 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
     // The variants' catalog, served and subscribed to.
     let catalog = dir.path().join("catalog");
     variants::write_catalog(&variants, &catalog);
-    let port = free_port();
-    let mut opm = Command::new(repository::tool("opm"))
-        .arg("serve")
-        .arg(&catalog)
-        .args([
-            "-p",
-            &port.to_string(),
-            "--pprof-addr",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .arg("-t")
-        .arg(dir.path().join("termination.log"))
-        .env("TMPDIR", dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start opm serve");
-    eventually("the variants' catalog answers", WAIT, || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-            .map(|_| ())
-    })
-    .await;
+    let (mut opm, port) = crate::cluster::serve_catalog(&catalog, dir.path()).await;
     apply(
         &env,
         &json!({
