@@ -185,6 +185,21 @@ fn trusting(ca: &testkit::pki::Ca) -> Arc<crate::webhook::trust::TrustedCas> {
     })
 }
 
+/// A reloader of the pair in `dir` that judges renewals by `trust`.
+fn judging_reloader(
+    dir: &Path,
+    resolver: Arc<CertResolver>,
+    trust: crate::webhook::trust_watch::TrustWatch,
+) -> CertReloader {
+    CertReloader::new(
+        candidates(Some(dir), Path::new("/")),
+        resolver,
+        crypto_provider(),
+        Metrics::default(),
+    )
+    .with_trust(trust)
+}
+
 fn write_leaf(dir: &Path, leaf: &testkit::pki::Leaf) {
     std::fs::write(dir.join("tls.key"), &leaf.key_pem).expect("write");
     std::fs::write(dir.join("tls.crt"), &leaf.cert_pem).expect("write");
@@ -198,13 +213,7 @@ fn a_renewal_under_a_ca_the_api_server_does_not_trust_yet_is_held_until_it_does(
     let new = Ca::root();
     let (trust, watch) = tokio::sync::watch::channel(trusting(&old));
     let resolver = Arc::new(CertResolver::default());
-    let mut reloader = CertReloader::new(
-        candidates(Some(dir.path()), Path::new("/")),
-        resolver.clone(),
-        crypto_provider(),
-        Metrics::default(),
-    )
-    .with_trust(watch);
+    let mut reloader = judging_reloader(dir.path(), resolver.clone(), watch);
     let first = old.serving(KeyForm::EcPkcs8);
     write_leaf(dir.path(), &first);
     assert_eq!(
@@ -255,13 +264,7 @@ fn a_renewal_is_served_at_once_when_trust_is_unknown_or_the_served_pair_is_refus
     let new = Ca::root();
     let (trust, watch) =
         tokio::sync::watch::channel(Arc::new(crate::webhook::trust::TrustedCas::default()));
-    let mut reloader = CertReloader::new(
-        candidates(Some(dir.path()), Path::new("/")),
-        Arc::new(CertResolver::default()),
-        crypto_provider(),
-        Metrics::default(),
-    )
-    .with_trust(watch);
+    let mut reloader = judging_reloader(dir.path(), Arc::new(CertResolver::default()), watch);
     write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
     assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
     // Unknown trust: served at once.
@@ -300,13 +303,7 @@ fn one_bundle_that_accepts_the_renewal_is_enough_to_serve_it() {
         Arc::new(TrustedCas { points })
     };
     let (trust, watch) = tokio::sync::watch::channel(two(&old, &old));
-    let mut reloader = CertReloader::new(
-        candidates(Some(dir.path()), Path::new("/")),
-        Arc::new(CertResolver::default()),
-        crypto_provider(),
-        Metrics::default(),
-    )
-    .with_trust(watch);
+    let mut reloader = judging_reloader(dir.path(), Arc::new(CertResolver::default()), watch);
     write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
     assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
     let renewed = new.serving(KeyForm::EcPkcs8);
