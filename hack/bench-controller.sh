@@ -18,9 +18,11 @@
 # objects, the operator idle), `first_pass` (from the first create until the operator has sent
 # nothing for 5 s, at most 290 s: the first periodic resync comes 300 s after a reconcile) and
 # `steady` (STEADY_SECONDS after that).
+# The create burst: `kubectl create` of the N objects next to the operator, against the same
+# create into another namespace before the operator starts (`create_burst_slowdown`).
 # Writes target/bench/controller.json and prints a summary.
 #
-# Usage: hack/bench-controller.sh [N]
+# Usage: [OPERATOR_ARGS="--max-concurrent-reconciles=2"] hack/bench-controller.sh [N]
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -126,12 +128,34 @@ snapshot() { kubectl get --raw /metrics | requests snapshot "$CONTROL_PLANE_DIR/
 kubectl apply --server-side -f "$ROOT/bundle/manifests/cache.f2367556.dev_memcacheds.yaml" >/dev/null
 kubectl wait --for condition=Established --timeout 30s crd/memcacheds.cache.f2367556.dev >/dev/null
 
+# The same N objects for a namespace: `objects NAMESPACE > FILE`.
+objects() {
+  python3 - "$N" "$1" <<'PY'
+import json, sys
+n, namespace = int(sys.argv[1]), sys.argv[2]
+items = [{"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached",
+          "metadata": {"name": f"cache-{i:04d}", "namespace": namespace},
+          "spec": {"replicas": 0}} for i in range(n)]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+}
+objects default >"$CONTROL_PLANE_DIR/objects.json"
+
+# The create burst with no operator running: what `kubectl create` of the N objects takes on
+# this API server alone, the yardstick of the slowdown next to the operator.
+kubectl create namespace create-baseline >/dev/null
+objects create-baseline >"$CONTROL_PLANE_DIR/baseline-objects.json"
+baseline_start=$(date +%s.%N)
+kubectl create -f "$CONTROL_PLANE_DIR/baseline-objects.json" >/dev/null
+baseline_created=$(date +%s.%N)
+kubectl delete memcacheds --all -n create-baseline --wait=true >/dev/null
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 metrics_port=$(free_port)
 probe_port=$(free_port)
 "$BIN" --log-format json --log-level warn run --webhooks=false --leader-elect=false \
   --bind-address 127.0.0.1 --probe-port "$probe_port" --metrics-port "$metrics_port" \
-  >"$CONTROL_PLANE_DIR/operator.log" 2>&1 &
+  ${OPERATOR_ARGS:-} >"$CONTROL_PLANE_DIR/operator.log" 2>&1 &
 operator_pid=$!
 until curl -fsS "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; do sleep 0.1; done
 
@@ -187,14 +211,6 @@ snapshot baseline-start
 sleep "$STEADY_SECONDS"
 snapshot baseline-end
 
-python3 - "$N" >"$CONTROL_PLANE_DIR/objects.json" <<'PY'
-import json, sys
-n = int(sys.argv[1])
-items = [{"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached",
-          "metadata": {"name": f"cache-{i:04d}", "namespace": "default"},
-          "spec": {"replicas": 0}} for i in range(n)]
-print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-PY
 snapshot first-start
 start=$(date +%s.%N)
 kubectl create -f "$CONTROL_PLANE_DIR/objects.json" >/dev/null
@@ -237,13 +253,18 @@ ticks_per_second=$(getconf CLK_TCK)
 mkdir -p "$(dirname "$OUT")"
 python3 - "$N" "$start" "$created" "$done_at" "$idle_rss" "$peak" "$peak_hwm" "$settled_rss" \
   "$reconciliations" "$cpu_ticks" "$ticks_per_second" "$scrape_summary" "$steady_rss" \
-  "$requests_summary" "$quiet_at" "$first_pass_reconciliations" >"$OUT" <<'PY'
+  "$requests_summary" "$quiet_at" "$first_pass_reconciliations" "$baseline_start" \
+  "$baseline_created" >"$OUT" <<'PY'
 import json, sys
 (n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes, steady, requests,
- quiet, first_recs) = sys.argv[1:]
+ quiet, first_recs, baseline_start, baseline_created) = sys.argv[1:]
+create = float(created) - float(start)
+alone = float(baseline_created) - float(baseline_start)
 print(json.dumps({
     "objects": int(n),
-    "create_seconds": round(float(created) - float(start), 2),
+    "create_seconds": round(create, 2),
+    "create_seconds_without_operator": round(alone, 2),
+    "create_burst_slowdown": round(create / alone, 2),
     "all_reconciled_seconds": round(float(done) - float(start), 2),
     "first_pass_seconds": round(float(quiet) - float(start), 2),
     "first_pass_reconciliations": int(float(first_recs or 0)),

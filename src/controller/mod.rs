@@ -92,6 +92,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// Consecutive failures per object, for the backoff.
     failures: Mutex<HashMap<ObjectRef<Memcached>, u32>>,
+    /// Reconciles at once; 0 for no bound.
+    pub concurrency: u16,
 }
 
 impl Context {
@@ -108,6 +110,7 @@ impl Context {
             platform,
             metrics,
             failures: Mutex::new(HashMap::new()),
+            concurrency: 0,
         }
     }
 
@@ -192,9 +195,11 @@ async fn controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = context.client.clone();
+    let config = kube::runtime::controller::Config::default().concurrency(context.concurrency);
     let (memcacheds, changed) = cache::memcacheds(client.clone());
     let (budgets, budgets_touched) = cache::budgets(client.clone());
     Controller::for_stream(changed, memcacheds)
+        .with_config(config)
         .owns(Api::<StatefulSet>::all(client.clone()), cache::ours())
         .owns(Api::<Service>::all(client), cache::ours())
         .owns_stream(budgets_touched)

@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// abandoned; the webhooks then get `--shutdown-timeout` for their requests.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub reconcile_shutdown_timeout: Duration,
+
+    /// Memcacheds reconciled at once (0: no bound). Each reconcile makes a few API requests,
+    /// so this bounds the operator's share of the API server during a burst of creates.
+    #[arg(long, default_value_t = 0)]
+    pub max_concurrent_reconciles: u16,
 }
 
 /// Why the operator could not run.
@@ -362,12 +367,14 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         leader_elect = args.leader_elect,
         "starting"
     );
-    let context = Arc::new(Context::new(
+    let mut context = Context::new(
         client.clone(),
         Defaults::from_env(),
         platform,
         controller_metrics,
-    ));
+    );
+    context.concurrency = args.max_concurrent_reconciles;
+    let context = Arc::new(context);
 
     let tls_settings = cluster::follow(Some(client.clone()), tls_suites()).await;
     let mut servers = Servers::start(
