@@ -194,6 +194,7 @@ pub async fn serve(
     metrics: Metrics,
     readiness: Arc<Readiness>,
     tls_settings: SettingsWatch,
+    // Given only with `--wait-for-ca-trust` (the manager decides).
     trust: Option<(TrustWatch, Option<SecretPairs>)>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServerError> {
@@ -206,7 +207,7 @@ pub async fn serve(
         provider.clone(),
         metrics.clone(),
     );
-    if let Some((trust, secrets)) = trust.filter(|_| args.wait_for_ca_trust) {
+    if let Some((trust, secrets)) = trust {
         reloader = reloader.with_trust(trust);
         if let Some(secrets) = secrets {
             reloader = reloader.with_secrets(secrets);

@@ -103,12 +103,13 @@ fn bundle_roots(bundle: Option<&[u8]>) -> Vec<CertificateDer<'static>> {
         .unwrap_or_default()
 }
 
-/// The host the API server dials for a client configuration.
-fn server_name(config: &WebhookClientConfig) -> Option<String> {
-    if let Some(service) = &config.service {
-        return Some(format!("{}.{}.svc", service.name, service.namespace));
-    }
-    let url = config.url.as_deref()?;
+/// The host the API server dials for a Service: `<name>.<namespace>.svc`.
+fn service_host(name: &str, namespace: &str) -> String {
+    format!("{name}.{namespace}.svc")
+}
+
+/// The host of an `https://` URL, without port, path or brackets.
+fn url_host(url: &str) -> Option<String> {
     let rest = url.strip_prefix("https://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let host = match authority.strip_prefix('[') {
@@ -118,6 +119,14 @@ fn server_name(config: &WebhookClientConfig) -> Option<String> {
             .map_or(authority, |(host, _)| host),
     };
     Some(host.to_string())
+}
+
+/// The host the API server dials for a client configuration.
+fn server_name(config: &WebhookClientConfig) -> Option<String> {
+    match &config.service {
+        Some(service) => Some(service_host(&service.name, &service.namespace)),
+        None => url_host(config.url.as_deref()?),
+    }
 }
 
 fn point(
@@ -182,14 +191,8 @@ pub fn conversion_point(crd: &CustomResourceDefinition) -> Option<TrustPoint> {
     let config = conversion.webhook.as_ref()?.client_config.as_ref()?;
     let object = crd.metadata.name.as_deref().unwrap_or_default();
     let server_name = match &config.service {
-        Some(service) => format!("{}.{}.svc", service.name, service.namespace),
-        None => {
-            let url = config.url.as_deref()?;
-            server_name(&WebhookClientConfig {
-                url: Some(url.to_string()),
-                ..WebhookClientConfig::default()
-            })?
-        }
+        Some(service) => service_host(&service.name, &service.namespace),
+        None => url_host(config.url.as_deref()?)?,
     };
     Some(TrustPoint {
         what: format!("CustomResourceDefinition/{object} conversion"),
