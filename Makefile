@@ -154,14 +154,29 @@ install: tool-kustomize
 uninstall: tool-kustomize
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
-## deploy / undeploy: everything in config/default (needs cert-manager), running IMG.
+## deploy / undeploy: everything in config/default, with cert-manager issuing the webhooks'
+## certificate. Without KUBECONFIG: onto the local cluster (started if it is not running), whose
+## node is the test kit's node agent, with cert-manager from .tools (hack/deploy.sh,
+## docs/local-cluster.md); `hack/control-plane.sh stop` stops it all. With KUBECONFIG: into that
+## cluster, which must run cert-manager, running IMG.
+DEFAULT_IMG := $(REGISTRY)/memcached-operator:v$(CARGO_VERSION)
 deploy: tool-kustomize
-	@tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
+	@if [ -z "$${KUBECONFIG:-}" ]; then \
+	  test "$(IMG)" = "$(DEFAULT_IMG)" || { \
+	    echo "deploy: the local cluster's node runs the release's image only ($(DEFAULT_IMG)), not IMG=$(IMG)"; exit 1; }; \
+	  $(MAKE) --no-print-directory build && hack/deploy.sh start >/dev/null; \
+	else \
+	  tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GENERATE) --image $(IMG) --bundle-image $(BUNDLE_IMG) --output-dir "$$tmp" >/dev/null && \
-	  $(KUSTOMIZE) build "$$tmp/config/default" | $(KUBECTL) apply --server-side -f -
+	  $(KUSTOMIZE) build "$$tmp/config/default" | $(KUBECTL) apply --server-side -f -; \
+	fi
 
 undeploy: tool-kustomize
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+	@if [ -z "$${KUBECONFIG:-}" ]; then \
+	  hack/deploy.sh undeploy; \
+	else \
+	  $(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -; \
+	fi
 
 ## validate: the committed files are what the generator writes, the bundle passes
 ## operator-sdk's operatorframework suite with no error and no warning and its multiarch

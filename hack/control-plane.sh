@@ -259,13 +259,16 @@ start() {
 
 stop() {
   local stopped=() name i data_dir
-  # The node agent, opm and OLM (hack/olm-install.sh, hack/olm.sh) are clients of this
-  # control plane: they go first.
+  # The node agent, opm, OLM and cert-manager (hack/olm-install.sh, hack/olm.sh,
+  # hack/deploy.sh, hack/cert-manager.sh) are clients of this control plane: they go first.
   if [[ -d "$STATE/install/run" ]]; then
     "$ROOT/hack/olm-install.sh" stop || log "could not stop the node agent and opm; stopping the control plane anyway"
   fi
   if [[ -d "$STATE/olm/run" ]]; then
     "$ROOT/hack/olm.sh" stop || log "could not stop OLM; stopping the control plane anyway"
+  fi
+  if [[ -d "$STATE/deploy/run" || -d "$STATE/cert-manager/run" ]]; then
+    "$ROOT/hack/deploy.sh" stop || log "could not stop the node agent and cert-manager; stopping the control plane anyway"
   fi
   # Reverse order: clients first, etcd last.
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do

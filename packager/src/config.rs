@@ -1,7 +1,8 @@
 //! Builds the kustomize trees under `config/` that install the operator without OLM: the CRD
 //! (with its conversion webhook), RBAC (the `metrics-reader` role included), the manager
 //! Deployment and its metrics Service, the webhook Service and configurations, cert-manager's
-//! Issuer and Certificate, the network policies, the ServiceMonitor (`prometheus/`, left out
+//! CA chain (a self-signed Issuer, a CA Certificate, a CA Issuer, the serving Certificate),
+//! the network policies, the ServiceMonitor (`prometheus/`, left out
 //! of `default/` as kubebuilder does: it needs the Prometheus Operator's CRDs), samples, and
 //! `default/` tying them together.
 //!
@@ -45,8 +46,18 @@ pub const WEBHOOK_SERVICE_NAME: &str = "memcached-operator-webhook-service";
 pub const CERTIFICATE_NAME: &str = "memcached-operator-serving-cert";
 /// The Secret cert-manager writes the certificate to.
 pub const CERTIFICATE_SECRET_NAME: &str = operator::CERT_MANAGER_CERT_SECRET_NAME;
-/// The self-signed Issuer.
+/// The self-signed Issuer, which issues only the CA.
 pub const ISSUER_NAME: &str = "memcached-operator-selfsigned-issuer";
+/// The CA Certificate, and the Secret cert-manager writes it to.
+pub const CA_CERTIFICATE_NAME: &str = "memcached-operator-ca";
+/// The CA Issuer, which issues the serving certificate.
+pub const CA_ISSUER_NAME: &str = "memcached-operator-ca-issuer";
+/// How long the CA lives. cert-manager renews it a third of that before it expires, with the
+/// same key, and the serving Secret's `ca.crt` (what cainjector writes into every caBundle)
+/// keeps the CA current when the leaf was issued until the leaf's next renewal (every 60 days
+/// at cert-manager's defaults): so the CA must outlive that by a margin, or a caBundle would
+/// name an expired CA.
+pub const CA_DURATION: &str = "8760h";
 /// The ValidatingWebhookConfiguration.
 pub const VALIDATING_CONFIGURATION_NAME: &str =
     "memcached-operator-validating-webhook-configuration";
@@ -216,7 +227,8 @@ fn ca_injection_patch(api_version: &str, kind: &str, name: &str) -> Value {
     })
 }
 
-fn issuer() -> Value {
+/// The self-signed Issuer: it signs the CA only.
+fn selfsigned_issuer() -> Value {
     json!({
         "apiVersion": "cert-manager.io/v1",
         "kind": "Issuer",
@@ -225,6 +237,36 @@ fn issuer() -> Value {
     })
 }
 
+/// The CA: self-signed, long-lived, renewed with the same key (`rotationPolicy: Never`), so
+/// that a leaf it signed still verifies against the renewed CA.
+fn ca_certificate() -> Value {
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": meta_value(CA_CERTIFICATE_NAME),
+        "spec": {
+            "isCA": true,
+            "commonName": CA_CERTIFICATE_NAME,
+            "duration": CA_DURATION,
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Never"},
+            "issuerRef": {"kind": "Issuer", "name": ISSUER_NAME},
+            "secretName": CA_CERTIFICATE_NAME,
+        },
+    })
+}
+
+/// The CA Issuer: signs the serving certificate with the CA's key.
+fn ca_issuer() -> Value {
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Issuer",
+        "metadata": meta_value(CA_ISSUER_NAME),
+        "spec": {"ca": {"secretName": CA_CERTIFICATE_NAME}},
+    })
+}
+
+/// The serving certificate, signed by the CA Issuer, with a new key at every renewal. Its
+/// renewals never change the CA, so the caBundles cainjector wrote stay valid throughout.
 fn certificate() -> Value {
     json!({
         "apiVersion": "cert-manager.io/v1",
@@ -235,7 +277,8 @@ fn certificate() -> Value {
                 format!("{WEBHOOK_SERVICE_NAME}.{NAMESPACE}.svc"),
                 format!("{WEBHOOK_SERVICE_NAME}.{NAMESPACE}.svc.cluster.local"),
             ],
-            "issuerRef": {"kind": "Issuer", "name": ISSUER_NAME},
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "issuerRef": {"kind": "Issuer", "name": CA_ISSUER_NAME},
             "secretName": CERTIFICATE_SECRET_NAME,
         },
     })
@@ -426,7 +469,9 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
         &kustomization(&["allow-metrics-traffic.yaml", "allow-webhook-traffic.yaml"]),
     )?;
 
-    files.yaml("config/certmanager/issuer.yaml", &issuer())?;
+    files.yaml("config/certmanager/issuer.yaml", &selfsigned_issuer())?;
+    files.yaml("config/certmanager/ca.yaml", &ca_certificate())?;
+    files.yaml("config/certmanager/ca_issuer.yaml", &ca_issuer())?;
     files.yaml("config/certmanager/certificate.yaml", &certificate())?;
     files.yaml(
         "config/certmanager/inject_ca_crd.yaml",
@@ -459,7 +504,7 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
         &json!({
             "apiVersion": "kustomize.config.k8s.io/v1alpha1",
             "kind": "Component",
-            "resources": ["issuer.yaml", "certificate.yaml"],
+            "resources": ["issuer.yaml", "ca.yaml", "ca_issuer.yaml", "certificate.yaml"],
             "patches": [
                 {"path": "inject_ca_crd.yaml"},
                 {"path": "inject_ca_validating.yaml"},

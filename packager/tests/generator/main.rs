@@ -365,3 +365,56 @@ fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
         "/tmp/k8s-webhook-server/serving-certs"
     );
 }
+
+#[test]
+fn config_issues_the_serving_certificate_from_a_ca_that_a_self_signed_issuer_signs() {
+    let files = plan().render().expect("renders");
+    let read = |path: &str| -> serde_json::Value {
+        let text = files
+            .get(path)
+            .unwrap_or_else(|| panic!("{path} is written"));
+        yaml::documents(text).expect("parses").remove(0)
+    };
+    let kustomization = read("config/certmanager/kustomization.yaml");
+    let resources: Vec<&str> = kustomization["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter_map(|r| r.as_str())
+        .collect();
+    let objects: Vec<serde_json::Value> = resources
+        .iter()
+        .map(|file| read(&format!("config/certmanager/{file}")))
+        .collect();
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("config/certmanager has no {kind} {name}"))
+            .clone()
+    };
+
+    let serving = read("config/certmanager/certificate.yaml");
+    assert_eq!(serving["spec"]["issuerRef"]["kind"], "Issuer");
+    assert_eq!(serving["spec"]["privateKey"]["rotationPolicy"], "Always");
+    assert!(serving["spec"].get("isCA").is_none());
+    let ca_issuer = find(
+        "Issuer",
+        serving["spec"]["issuerRef"]["name"].as_str().expect("name"),
+    );
+    let ca_secret = ca_issuer["spec"]["ca"]["secretName"]
+        .as_str()
+        .expect("the serving certificate's issuer is a CA Issuer");
+    let ca = objects
+        .iter()
+        .find(|o| o["kind"] == "Certificate" && o["spec"]["secretName"] == ca_secret)
+        .expect("a Certificate writes the CA Issuer's Secret");
+    assert_eq!(ca["spec"]["isCA"], true);
+    assert_eq!(ca["spec"]["privateKey"]["rotationPolicy"], "Never");
+    let root = find(
+        "Issuer",
+        ca["spec"]["issuerRef"]["name"].as_str().expect("name"),
+    );
+    assert!(root["spec"]["selfSigned"].is_object(), "{root}");
+    assert_ne!(ca_issuer["metadata"]["name"], root["metadata"]["name"]);
+}
