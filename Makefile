@@ -24,9 +24,10 @@ tools:
 	hack/tools.sh
 
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd, kustomize, OLM (olm, catalog, cpb), OpenShift's APIServer CRD, opm and Debian's memcached.
+# etcd, kustomize, OLM (olm, catalog, cpb), cert-manager (controller, cainjector; helm renders
+# its CRDs), OpenShift's APIServer CRD, opm and Debian's memcached.
 test-tools:
-	hack/tools.sh kube etcd kustomize olm openshift-api opm memcached
+	hack/tools.sh kube etcd kustomize olm helm cert-manager openshift-api opm memcached
 
 ## lint: rustfmt and clippy, warnings as errors.
 lint: fmt-check clippy
@@ -43,12 +44,13 @@ clippy:
 
 ## test-rust: unit and integration tests of every crate, then the end-to-end tests, which
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
-## the operator's (e2e), the operator installed through the real OLM (olm: it needs the node
-## agent built), and the node agent's.
+## the operator's (e2e), the operator installed with `make deploy` and the real cert-manager
+## (deploy) and through the real OLM (olm), both on the node agent, and the node agent's.
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
+	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(CARGO) test --locked -p testkit --test node_agent -- --ignored
 

@@ -13,7 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams};
 use memcached_operator::webhook::certs::OLM_SERVING_CERTS_DIR;
 use serde_json::Value;
-use testkit::olm_install::pod_processes;
+use testkit::node_pods::pod_processes;
 
 use crate::cluster::{Env, OPERATOR, pod_ip};
 

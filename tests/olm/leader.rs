@@ -10,7 +10,7 @@ use std::time::Instant;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::{Api, PostParams};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
-use testkit::olm_install::pod_processes;
+use testkit::node_pods::pod_processes;
 
 use crate::cluster::{Env, OPERATOR, WAIT, eventually, pod_ip};
 

@@ -18,7 +18,7 @@ use testkit::client::TlsClient;
 use testkit::pki::serial_of;
 
 use crate::cluster::{Env, WAIT, eventually};
-use crate::writer::Writer;
+use testkit::writer::Writer;
 
 /// OLM's names: the Service in front of the webhooks, and its certificate Secret.
 fn service_name(env: &Env) -> String {

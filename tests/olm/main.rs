@@ -22,7 +22,6 @@ mod rbac;
 mod upgrade;
 mod variants;
 mod verdicts;
-mod writer;
 
 use crate::cluster::Env;
 

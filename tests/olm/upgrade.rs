@@ -16,7 +16,7 @@ use serde_json::json;
 use testkit::repository;
 
 use crate::cluster::{Env, OPERATOR, WAIT, eventually};
-use crate::writer::Writer;
+use testkit::writer::Writer;
 
 /// The release the scenario upgrades to.
 const NEXT: &str = "0.1.1";

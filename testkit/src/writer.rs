@@ -1,6 +1,7 @@
-//! A writer loop that runs through a lifecycle event and counts what failed: it updates one
-//! Memcached over and over, alternating between v1beta1 and v1alpha1, so every write passes
-//! OLM's mutating and validating wiring, and every other one its conversion wiring too.
+//! A writer loop that runs through a lifecycle event (a certificate renewal, an upgrade) and
+//! counts what failed: it updates one Memcached over and over, alternating between v1beta1 and
+//! v1alpha1, so every write passes the mutating and validating webhooks, and every other one
+//! the conversion webhook too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,13 +30,11 @@ pub struct Writer {
 }
 
 impl Tally {
-    /// The failures OLM's certificate switch does not explain. When OLM issues a new CA (a
-    /// rotation, or the new CSV of an upgrade) it writes it into the webhook configurations
-    /// while the running pods still serve the old certificate (their Secret volume catches up
-    /// at the kubelet's next sync, here the node agent's second, or when the rollout replaces
-    /// the pods), so the API server refuses that certificate for a moment. That, before the
-    /// switch settled (`settled`: every connection serves a certificate the API server's CA
-    /// trusts), is the only failure allowed; anything else (a connection closed under a
+    /// The failures a switch of CA does not explain. When a new CA is issued (OLM's rotation,
+    /// the new CSV of an upgrade) it reaches the webhook configurations and the serving pods at
+    /// different moments, so the API server may refuse a certificate for a moment. That, before
+    /// the switch settled (`settled`: every connection serves a certificate the API server's
+    /// CA trusts), is the only failure allowed; anything else (a connection closed under a
     /// request, a failure after the switch) is the operator's.
     pub fn unexplained(&self, settled: Instant) -> Vec<&str> {
         self.failures

@@ -1,0 +1,222 @@
+//! Sets up what the scenarios run against: a local control plane whose one node is the test
+//! kit's node agent, with cert-manager and `config/default` deployed (`testkit::deploy`), and
+//! the helpers the scenarios share to look at the certificates: what the Secret holds, what
+//! each caBundle holds, what each replica serves.
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use memcached_operator::api::CRD_NAME;
+use memcached_operator::operator::WEBHOOK_PORT;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use testkit::client::TlsClient;
+use testkit::control_plane::ControlPlane;
+use testkit::deploy::{Deployed, deploy};
+use testkit::pki::serial_of;
+
+pub use testkit::scenarios::eventually;
+
+/// The operator binary cargo built for these tests: what the operator image runs.
+pub const OPERATOR: &str = env!("CARGO_BIN_EXE_memcached-operator");
+
+/// How long a scenario waits for the cluster to act.
+pub const WAIT: Duration = Duration::from_secs(90);
+
+/// What `config/default` names (packager/src/config.rs).
+pub const CA_CERTIFICATE: &str = "memcached-operator-ca";
+/// The self-signed Issuer, which signs the CA.
+pub const SELFSIGNED_ISSUER: &str = "memcached-operator-selfsigned-issuer";
+/// The webhook configurations.
+pub const MUTATING: &str = "memcached-operator-mutating-webhook-configuration";
+/// The validating one.
+pub const VALIDATING: &str = "memcached-operator-validating-webhook-configuration";
+/// The webhook Service.
+pub const WEBHOOK_SERVICE: &str = "memcached-operator-webhook-service";
+
+/// Everything the scenarios share.
+pub struct Env {
+    /// The admin client.
+    pub client: Client,
+    /// What `make deploy` installed.
+    pub deployed: Deployed,
+    /// Drops last: stops the node agent, cert-manager and the control plane.
+    pub plane: ControlPlane,
+}
+
+/// The serving Secret's state: the serial of its certificate, and its `ca.crt`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issued {
+    /// The serial of `tls.crt`'s first certificate.
+    pub serial: String,
+    /// `ca.crt`, PEM.
+    pub ca: String,
+    /// `tls.key`, PEM.
+    pub key: String,
+}
+
+impl Env {
+    /// Starts the control plane and deploys `config/default` with cert-manager.
+    pub async fn start() -> Result<Env, String> {
+        let plane = tokio::task::spawn_blocking(ControlPlane::start)
+            .await
+            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
+            .map_err(|e| e.to_string())?;
+        let client = plane.client().await.map_err(|e| e.to_string())?;
+        let (plane, deployed) = tokio::task::spawn_blocking(move || {
+            let deployed = deploy(&plane, std::path::Path::new(OPERATOR));
+            (plane, deployed)
+        })
+        .await
+        .map_err(|e| format!("make deploy did not finish: {e}"))?;
+        let deployed = deployed.map_err(|e| e.to_string())?;
+        eprintln!(
+            "deployed config/default with cert-manager: webhooks answering after {:.1} s",
+            deployed.ready_after.as_secs_f64()
+        );
+        Ok(Env {
+            client,
+            deployed,
+            plane,
+        })
+    }
+
+    /// Creates a namespace for a scenario and returns its name.
+    pub async fn create_namespace(&self, name: &str) -> String {
+        testkit::control_plane::create_namespace(&self.client, name).await
+    }
+
+    /// Runs the project's kubectl against the control plane; returns (success, stdout,
+    /// stderr).
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        match self.plane.kubectl(args, stdin) {
+            Ok(output) => (output.success, output.stdout, output.stderr),
+            Err(error) => panic!("kubectl {}: {error}", args.join(" ")),
+        }
+    }
+
+    /// What the Secret named `name` in the operator's namespace holds, once it holds a
+    /// certificate, its key and a CA.
+    pub async fn issued_in(&self, name: &str) -> Option<Issued> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.deployed.namespace);
+        let data = secrets.get(name).await.ok()?.data?;
+        let text = |key: &str| String::from_utf8(data.get(key)?.0.clone()).ok();
+        let crt = text("tls.crt")?;
+        let der = CertificateDer::pem_slice_iter(crt.as_bytes())
+            .next()?
+            .ok()?;
+        Some(Issued {
+            serial: serial_of(&der),
+            ca: text("ca.crt")?,
+            key: text("tls.key")?,
+        })
+    }
+
+    /// What the serving Secret holds.
+    pub async fn issued(&self) -> Option<Issued> {
+        self.issued_in(&self.deployed.secret).await
+    }
+
+    /// Every caBundle the API server uses to call the operator: each entry of both webhook
+    /// configurations, and the CRD's conversion; `None` for an entry without one.
+    pub async fn ca_bundles(&self) -> Vec<Option<String>> {
+        let text = |b: Option<k8s_openapi::ByteString>| b.and_then(|b| String::from_utf8(b.0).ok());
+        let mut bundles = Vec::new();
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        if let Ok(configuration) = mutating.get(MUTATING).await {
+            for webhook in configuration.webhooks.unwrap_or_default() {
+                bundles.push(text(webhook.client_config.ca_bundle));
+            }
+        }
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        if let Ok(configuration) = validating.get(VALIDATING).await {
+            for webhook in configuration.webhooks.unwrap_or_default() {
+                bundles.push(text(webhook.client_config.ca_bundle));
+            }
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let conversion = crds
+            .get(CRD_NAME)
+            .await
+            .ok()
+            .and_then(|crd| crd.spec.conversion)
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.ca_bundle);
+        bundles.push(text(conversion));
+        bundles
+    }
+
+    /// Whether every caBundle is `ca`.
+    pub async fn every_bundle_is(&self, ca: &str) -> bool {
+        let bundles = self.ca_bundles().await;
+        bundles.len() >= 3 && bundles.iter().all(|b| b.as_deref() == Some(ca))
+    }
+
+    /// The operator's pods (the Deployment's), by name.
+    pub async fn operator_pods(&self) -> Vec<Pod> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.deployed.namespace);
+        let mut pods: Vec<Pod> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("the operator's pods: {e}"))
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&self.deployed.deployment))
+                    && p.metadata.deletion_timestamp.is_none()
+            })
+            .collect();
+        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pods
+    }
+
+    /// The serial each replica serves on its webhook port, verified against `ca` for the
+    /// Service's DNS name as the API server dials it; `None` where the handshake fails.
+    pub async fn served_serials(&self, pods: &[Pod], ca: &str) -> Vec<Option<String>> {
+        let name = format!("{WEBHOOK_SERVICE}.{}.svc", self.deployed.namespace);
+        let mut serials = Vec::new();
+        for pod in pods {
+            let serial = async {
+                let ip = pod.status.as_ref()?.pod_ip.clone()?;
+                let address = format!("{ip}:{WEBHOOK_PORT}").parse().ok()?;
+                let client = TlsClient::new(address, ca).with_server_name(&name);
+                let stream = client.connect().await.ok()?;
+                let (_, connection) = stream.get_ref();
+                Some(serial_of(connection.peer_certificates()?.first()?))
+            }
+            .await;
+            serials.push(serial);
+        }
+        serials
+    }
+}
+
+/// Each pod's containers' restart counts, summed, by pod name.
+pub fn restarts(pods: &[Pod]) -> Vec<(String, i32)> {
+    pods.iter()
+        .map(|pod| {
+            let count = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| c.restart_count).sum())
+                .unwrap_or(0);
+            (pod.metadata.name.clone().unwrap_or_default(), count)
+        })
+        .collect()
+}
+
+/// The pod's IP, once the node agent reported one.
+pub fn pod_ip(pod: &Pod) -> Option<String> {
+    pod.status.as_ref()?.pod_ip.clone()
+}
