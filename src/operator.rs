@@ -29,6 +29,7 @@ pub const RELATED_IMAGE_ENV: &str = "RELATED_IMAGE_MEMCACHED";
 /// The environment variable with the operator's own namespace (downward API).
 pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
 /// The Secret OLM v0 keeps the webhook serving certificate in: `<deployment>-service-cert`.
+/// OLM v1 names the Secret it asks cert-manager for the same way.
 pub const OLM_CERT_SECRET_NAME: &str = "memcached-operator-controller-manager-service-cert";
 /// The Secret cert-manager issues the webhook serving certificate into (`config/default`).
 pub const CERT_MANAGER_CERT_SECRET_NAME: &str = "memcached-operator-webhook-server-cert";
