@@ -71,35 +71,11 @@ die() { printf 'deploy: error: %s\n' "$*" >&2; exit 1; }
 
 # shellcheck source=hack/lib/daemons.sh
 source "$ROOT/hack/lib/daemons.sh"
+# shellcheck source=hack/lib/steps.sh
+source "$ROOT/hack/lib/steps.sh"
 
 kubectl() { "$ROOT/.tools/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
 kustomize() { "$ROOT/.tools/bin/kustomize" "$@"; }
-
-T0=$EPOCHREALTIME
-since() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-
-# step WHAT COMMAND...: waits (wait_for) until COMMAND succeeds; says when it is done, or
-# what the last check said when it gives up.
-step() {
-  local what="$1" last
-  shift
-  log "waiting for $what"
-  if ! wait_for "$what" "$@"; then
-    last="$("$@" 2>&1 || true)"
-    log "last check said: ${last:-<nothing>}"
-    return 1
-  fi
-  log "$what: done at $(since)s"
-}
-
-# jsonpath_is EXPECTED KUBECTL-GET-ARGS...: whether `kubectl get ARGS` prints EXPECTED.
-jsonpath_is() {
-  local want="$1" got
-  shift
-  got="$(kubectl get "$@" 2>&1)" || true
-  echo "got: ${got:-<nothing>}"
-  [[ "$got" == "$want" ]]
-}
 
 # injected: whether every caBundle (both webhook configurations' entries and the CRD's
 # conversion) is the CA in the serving Secret's ca.crt.

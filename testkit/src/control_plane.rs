@@ -116,6 +116,17 @@ impl ControlPlane {
         Ok(plane)
     }
 
+    /// Starts a control plane from async code and returns it with an admin client; the
+    /// error says which of the two failed, for a scenario runner to report.
+    pub async fn start_with_client() -> Result<(ControlPlane, Client), String> {
+        let plane = tokio::task::spawn_blocking(ControlPlane::start)
+            .await
+            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
+            .map_err(|e| e.to_string())?;
+        let client = plane.client().await.map_err(|e| e.to_string())?;
+        Ok((plane, client))
+    }
+
     /// The state directory: kubeconfig, PKI, logs of each component (`logs/NAME.log`).
     pub fn state_dir(&self) -> &Path {
         self.state.path()

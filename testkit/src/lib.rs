@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod captured;
+pub mod cases;
 pub mod cert_layout;
 pub mod client;
 pub mod control_plane;

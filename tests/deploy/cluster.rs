@@ -64,11 +64,7 @@ pub struct Issued {
 impl Env {
     /// Starts the control plane and deploys `config/default` with cert-manager.
     pub async fn start() -> Result<Env, String> {
-        let plane = tokio::task::spawn_blocking(ControlPlane::start)
-            .await
-            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
-            .map_err(|e| e.to_string())?;
-        let client = plane.client().await.map_err(|e| e.to_string())?;
+        let (plane, client) = ControlPlane::start_with_client().await?;
         let (plane, deployed) = tokio::task::spawn_blocking(move || {
             let deployed = deploy(&plane, std::path::Path::new(OPERATOR));
             (plane, deployed)

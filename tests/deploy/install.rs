@@ -8,8 +8,9 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
-use memcached_operator::admission::{Defaults, default_spec, validate_create};
+use memcached_operator::admission::{Defaults, default_spec};
 use memcached_operator::api::{v1alpha1, v1beta1};
+use testkit::cases::{DENIED_BY_VALIDATOR, over_the_memory_limit};
 use testkit::node_pods::pod_processes;
 
 use crate::cluster::{CA_CERTIFICATE, Env, OPERATOR, WAIT, eventually, pod_ip};
@@ -109,26 +110,12 @@ pub async fn make_deploy_issues_the_certificate_and_wires_every_webhook(env: Arc
     assert_eq!(read_back.spec.size, Some(0), "size reads back as v1alpha1");
 
     // A rule only the validating webhook knows: memcached's memory above the container's limit.
-    let over_limit = serde_json::json!({
-        "apiVersion": "cache.f2367556.dev/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": "over-limit", "namespace": namespace},
-        "spec": {"memcached": {"memoryLimitMB": 1024}, "resources": {"limits": {"memory": "512Mi"}}}
-    });
-    let case: v1beta1::Memcached =
-        serde_json::from_value(over_limit.clone()).expect("the case parses");
-    let expected = validate_create(&v1beta1::Memcached {
-        spec: default_spec(&case.spec, &Defaults::default()),
-        ..case
-    })
-    .expect_err("the case is invalid")
-    .message;
-    let (ok, _, stderr) = env.kubectl(&["apply", "-f", "-"], Some(&over_limit.to_string()));
+    let (over_limit, expected) =
+        over_the_memory_limit("over-limit", &namespace, &Defaults::default());
+    let (ok, _, stderr) = env.kubectl(&["apply", "-f", "-"], Some(&over_limit));
     assert!(!ok, "kubectl apply admitted memory above the limit");
     assert!(
-        stderr.contains(
-            "admission webhook \"vmemcached-v1beta1.cache.f2367556.dev\" denied the request"
-        ) && stderr.contains(&expected),
+        stderr.contains(DENIED_BY_VALIDATOR) && stderr.contains(&expected),
         "kubectl said {stderr:?}, expected the validator's {expected:?}"
     );
     assert!(beta.get_opt("over-limit").await.expect("get").is_none());

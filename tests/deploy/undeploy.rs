@@ -19,6 +19,25 @@ use testkit::node_pods::pod_processes;
 
 use crate::cluster::{Env, MUTATING, OPERATOR, VALIDATING, WAIT, eventually, pod_ip};
 
+/// The cluster-scoped objects of kind `K` whose name starts with the operator's.
+async fn names_of_ours<K>(client: &kube::Client) -> Vec<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    api.list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .filter(|n| n.starts_with(memcached_operator::operator::NAME))
+        .collect()
+}
+
 pub async fn make_undeploy_removes_everything_it_made(env: Arc<Env>) {
     let namespace = env.create_namespace("deploy-undeploy").await;
     let sample = format!(
@@ -63,30 +82,13 @@ pub async fn make_undeploy_removes_everything_it_made(env: Arc<Env>) {
     assert!(mutating.get_opt(MUTATING).await.expect("get").is_none());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     assert!(validating.get_opt(VALIDATING).await.expect("get").is_none());
-    let ours = |name: &Option<String>| {
-        name.as_deref()
-            .is_some_and(|n| n.starts_with("memcached-operator"))
-    };
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    let left: Vec<_> = roles
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .filter(|r| ours(&r.metadata.name))
-        .collect();
-    assert!(left.is_empty(), "ClusterRoles left: {left:?}");
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    let left: Vec<_> = bindings
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .filter(|r| ours(&r.metadata.name))
-        .collect();
-    assert!(left.is_empty(), "ClusterRoleBindings left: {left:?}");
+    let roles: Vec<String> = names_of_ours::<ClusterRole>(client).await;
+    assert!(roles.is_empty(), "ClusterRoles left: {roles:?}");
+    let bindings: Vec<String> = names_of_ours::<ClusterRoleBinding>(client).await;
+    assert!(
+        bindings.is_empty(),
+        "ClusterRoleBindings left: {bindings:?}"
+    );
     eventually(
         "the deleted Memcached's StatefulSet is collected",
         WAIT,

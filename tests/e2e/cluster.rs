@@ -63,11 +63,7 @@ pub struct Env {
 impl Env {
     /// Starts the control plane and the operator, and installs the CRD and the wiring.
     pub async fn start() -> Result<Env, String> {
-        let plane = tokio::task::spawn_blocking(ControlPlane::start)
-            .await
-            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
-            .map_err(|e| e.to_string())?;
-        let client = plane.client().await.map_err(|e| e.to_string())?;
+        let (plane, client) = ControlPlane::start_with_client().await?;
         let ca = Ca::root();
         let cert_root = tempfile::tempdir()
             .map_err(|e| format!("cannot make a temporary certificate root: {e}"))?;

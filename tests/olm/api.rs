@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use kube::api::Api;
-use memcached_operator::admission::{Defaults, default_spec, validate_create};
+use memcached_operator::admission::{Defaults, default_spec};
 use memcached_operator::api::{v1alpha1, v1beta1};
 use memcached_operator::operator::RELATED_IMAGE_ENV;
+use testkit::cases::{DENIED_BY_VALIDATOR, over_the_memory_limit};
 
 use crate::cluster::Env;
 
@@ -61,31 +62,11 @@ pub async fn both_api_versions_go_through_olms_wiring(env: Arc<Env>) {
     );
 
     // A rule only the validating webhook knows: memcached's memory above the container's limit.
-    let over_limit = serde_json::json!({
-        "apiVersion": "cache.f2367556.dev/v1beta1",
-        "kind": "Memcached",
-        "metadata": {"name": "over-limit", "namespace": namespace},
-        "spec": {"memcached": {"memoryLimitMB": 1024}, "resources": {"limits": {"memory": "512Mi"}}}
-    });
-    let case: v1beta1::Memcached =
-        serde_json::from_value(over_limit.clone()).expect("the case parses");
-    let over_limit = over_limit.to_string();
-    let expected = validate_create(&v1beta1::Memcached {
-        spec: default_spec(&case.spec, &defaults),
-        ..case
-    })
-    .expect_err("the case is invalid")
-    .message;
-    assert!(
-        expected.contains("spec.memcached.memoryLimitMB"),
-        "{expected}"
-    );
+    let (over_limit, expected) = over_the_memory_limit("over-limit", &namespace, &defaults);
     let (ok, _, stderr) = env.kubectl(&["apply", "-f", "-"], Some(&over_limit));
     assert!(!ok, "kubectl apply admitted memory above the limit");
     assert!(
-        stderr.contains(
-            "admission webhook \"vmemcached-v1beta1.cache.f2367556.dev\" denied the request"
-        ) && stderr.contains(&expected),
+        stderr.contains(DENIED_BY_VALIDATOR) && stderr.contains(&expected),
         "kubectl said {stderr:?}, expected the validator's {expected:?}"
     );
     assert!(beta.get_opt("over-limit").await.expect("get").is_none());

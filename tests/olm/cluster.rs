@@ -32,11 +32,7 @@ pub struct Env {
 impl Env {
     /// Starts the control plane and installs the operator through OLM.
     pub async fn start() -> Result<Env, String> {
-        let plane = tokio::task::spawn_blocking(ControlPlane::start)
-            .await
-            .map_err(|e| format!("the control plane's start did not finish: {e}"))?
-            .map_err(|e| e.to_string())?;
-        let client = plane.client().await.map_err(|e| e.to_string())?;
+        let (plane, client) = ControlPlane::start_with_client().await?;
         let source = InstallSource::shipped(std::path::Path::new(OPERATOR));
         let (plane, installed) = tokio::task::spawn_blocking(move || {
             let installed = install(&plane, &source);
