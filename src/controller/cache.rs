@@ -48,7 +48,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::drift::APPLIED_HASH_ANNOTATION;
-use super::own_writes::{OwnWrites, hash64};
+use super::own_writes::{MEMCACHED, OwnWrites, hash64};
 use crate::api::v1beta1::Memcached;
 use crate::operator;
 
@@ -211,16 +211,20 @@ fn unchanged<K: Resource + Clone + PartialEq>(old: Option<&K>, new: &K) -> bool 
     })
 }
 
+/// The controller's own writes of one kind, as a watch of that kind consults them.
+type Writes = (Arc<OwnWrites>, &'static str);
+
 /// Fills `writer` from `events` and yields the objects whose change wakes the controller.
 ///
-/// `wakes(cached, new)` judges each added or modified object against the one cached before it
-/// (during a re-list, the cache still holds the previous list); a deleted object always wakes
-/// and is first passed to `forget`.
+/// An added or modified object wakes unless it is the echo of one of the controller's own
+/// `writes`, or `wakes(cached, new)` finds no change that matters against the one cached
+/// before it (during a re-list, the cache still holds the previous list). A deleted object
+/// always wakes, and its records are forgotten.
 fn reflect<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     mut writer: Writer<K>,
+    writes: Option<Writes>,
     wakes: impl Fn(Option<&K>, &K) -> bool + Send + 'static,
-    forget: impl Fn(&K) + Send + 'static,
 ) -> Objects<K>
 where
     K: Lookup + Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
@@ -231,14 +235,25 @@ where
         .try_filter_map(move |event| {
             let woken = match &event {
                 watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                    let echo = writes
+                        .as_ref()
+                        .is_some_and(|(own, kind)| own.is_echo(kind, object.meta()));
                     let cached = reader.get(&ObjectRef::from(object));
-                    wakes(cached.as_deref(), object).then(|| object.clone())
+                    (!echo && wakes(cached.as_deref(), object)).then(|| object.clone())
                 }
                 watcher::Event::Delete(object) => {
-                    forget(object);
+                    if let Some((own, kind)) = &writes {
+                        own.forget(kind, object.meta());
+                    }
                     Some(object.clone())
                 }
-                watcher::Event::Init | watcher::Event::InitDone => None,
+                watcher::Event::Init => {
+                    if let Some((own, kind)) = &writes {
+                        own.relisting(kind);
+                    }
+                    None
+                }
+                watcher::Event::InitDone => None,
             };
             writer.apply_watcher_event(&event);
             future::ready(Ok(woken))
@@ -253,13 +268,9 @@ pub fn memcacheds(client: Client, own: Arc<OwnWrites>) -> (Store<Memcached>, Obj
     let cached = writer.as_reader();
     let events = watcher(Api::<Memcached>::all(client), watcher::Config::default())
         .modify(|memcached: &mut Memcached| forget_write_history(memcached.meta_mut()));
-    let forgetting = own.clone();
-    let changed = reflect(
-        events,
-        writer,
-        move |old, new| !own.is_echo("Memcached", new.meta()) && !unchanged(old, new),
-        move |gone| forgetting.forget("Memcached", gone.meta()),
-    );
+    let changed = reflect(events, writer, Some((own, MEMCACHED)), |old, new| {
+        !unchanged(old, new)
+    });
     (cached, changed)
 }
 
@@ -279,13 +290,7 @@ where
     let writer = Writer::default();
     let cached = writer.as_reader();
     let events = watcher(Api::<K::Cached>::all(client), ours()).modify(reduce);
-    let forgetting = own.clone();
-    let touched = reflect(
-        events,
-        writer,
-        move |old, new| !own.is_echo(K::KIND, new.meta()) && wakes(old, new),
-        move |gone| forgetting.forget(K::KIND, gone.meta()),
-    );
+    let touched = reflect(events, writer, Some((own, K::KIND)), wakes);
     (cached, touched)
 }
 
@@ -346,7 +351,7 @@ pub fn pods(client: Client) -> (Store<Pod>, Objects<Pod>) {
     let writer = Writer::default();
     let cached = writer.as_reader();
     let events = watcher(Api::<Pod>::all(client), ours()).modify(reduce_pod);
-    let changed = reflect(events, writer, |old, new| !unchanged(old, new), |_| {});
+    let changed = reflect(events, writer, None, |old, new| !unchanged(old, new));
     (cached, changed)
 }
 

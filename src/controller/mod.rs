@@ -294,6 +294,10 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
     let name = object.name_any();
     let mut effective = (*object).clone();
     effective.spec = default_spec(&object.spec, &context.defaults);
+    // A status this controller wrote whose echo the cache has not seen yet is the newer one.
+    if let Some(written) = run.own.written_status(&object.metadata) {
+        effective.status = Some(written);
+    }
     let problem = match validate_create(&effective) {
         Ok(_) => None,
         Err(denial) => {
@@ -360,7 +364,7 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
         problem.as_ref(),
         &now,
     );
-    if object.status.as_ref() != Some(&status) {
+    if effective.status.as_ref() != Some(&status) {
         let memcacheds = Api::<Memcached>::namespaced(context.client.clone(), &namespace);
         let patched = memcacheds
             .patch_status(
@@ -370,7 +374,7 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
             )
             .await
             .map_err(|e| api_error("patch status of", "Memcached", &object, e))?;
-        run.own.wrote("Memcached", &patched.metadata);
+        run.own.wrote_status(&patched.metadata, status);
     }
     if let Some(error) = failure {
         context

@@ -1,13 +1,14 @@
 //! Remembers what the controller's own writes returned, so that the caches can tell its writes
 //! from everyone else's.
 //!
-//! Two records, both kept in memory only and both small (a few machine words per object):
+//! Records kept in memory only and both small (a few machine words per object):
 //!
 //! - **echoes**: the resourceVersion each write (a child's apply, a status patch) returned.
 //!   The watch event that carries exactly that version is the write coming back; it updates the
 //!   cache but wakes nothing, because the reconcile that wrote it already acted on it. A write
 //!   whose echo arrives before its answer is recorded wakes one reconcile that finds nothing to
-//!   do, which is harmless.
+//!   do, which is harmless. Until a status write's echo arrives, the status written stands in
+//!   for the cached one, so a reconcile woken in between does not act on an older status.
 //! - **known children**: per child, the uid and spec version (the generation, or for a Service,
 //!   which has none, the resourceVersion) at which the controller last applied it or compared
 //!   it field by field, and the hash of the desired state it had then. A cached child at
@@ -19,9 +20,14 @@
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use kube::api::ObjectMeta;
+
+use crate::api::v1beta1::MemcachedStatus;
+
+/// How many writes of one object may await their echo at once; older ones are dropped.
+const ECHOES_PER_OBJECT: usize = 4;
 
 /// What the controller last knew of a child, as hashes: its uid, its spec version and the
 /// desired state it was applied or verified against.
@@ -35,12 +41,17 @@ pub struct Known {
     pub desired: u64,
 }
 
+/// The records of one kind, keyed by a hash of namespace and name.
+#[derive(Debug, Default)]
+struct Records {
+    echoes: HashMap<u64, Vec<u64>>,
+    statuses: HashMap<u64, MemcachedStatus>,
+    known: HashMap<u64, Known>,
+}
+
 /// The controller's memory of its own writes.
 #[derive(Debug, Default)]
-pub struct OwnWrites {
-    echoes: Mutex<HashMap<u64, u64>>,
-    known: Mutex<HashMap<u64, Known>>,
-}
+pub struct OwnWrites(Mutex<HashMap<&'static str, Records>>);
 
 /// A 64-bit hash of `value`.
 pub fn hash64(value: impl Hash) -> u64 {
@@ -49,67 +60,117 @@ pub fn hash64(value: impl Hash) -> u64 {
     hasher.finish()
 }
 
-fn key(kind: &str, metadata: &ObjectMeta) -> u64 {
-    hash64((kind, &metadata.namespace, &metadata.name))
+fn key(metadata: &ObjectMeta) -> u64 {
+    hash64((&metadata.namespace, &metadata.name))
 }
 
 impl OwnWrites {
-    /// Records the resourceVersion a write of `kind` returned.
-    pub fn wrote(&self, kind: &str, metadata: &ObjectMeta) {
-        if let Some(version) = &metadata.resource_version {
-            let mut echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
-            echoes.insert(key(kind, metadata), hash64(version));
-        }
+    fn records(&self) -> MutexGuard<'_, HashMap<&'static str, Records>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `metadata` is the echo of the controller's last write of that object; the
+    /// Records the resourceVersion a write of `kind` returned.
+    pub fn wrote(&self, kind: &'static str, metadata: &ObjectMeta) {
+        let Some(version) = &metadata.resource_version else {
+            return;
+        };
+        let mut records = self.records();
+        let echoes = records.entry(kind).or_default().echoes.entry(key(metadata));
+        let pending = echoes.or_default();
+        if pending.len() == ECHOES_PER_OBJECT {
+            pending.remove(0);
+        }
+        pending.push(hash64(version));
+    }
+
+    /// Records a status write of a Memcached: its resourceVersion and the status written,
+    /// which [`written_status`](Self::written_status) returns until the write's echo is seen.
+    pub fn wrote_status(&self, metadata: &ObjectMeta, status: MemcachedStatus) {
+        self.wrote(MEMCACHED, metadata);
+        let mut records = self.records();
+        let statuses = &mut records.entry(MEMCACHED).or_default().statuses;
+        statuses.insert(key(metadata), status);
+    }
+
+    /// The status the controller wrote for a Memcached whose echo has not been seen yet: newer
+    /// than the cached object's.
+    pub fn written_status(&self, metadata: &ObjectMeta) -> Option<MemcachedStatus> {
+        let records = self.records();
+        records
+            .get(MEMCACHED)?
+            .statuses
+            .get(&key(metadata))
+            .cloned()
+    }
+
+    /// Whether `metadata` is the echo of one of the controller's writes of that object; the
     /// record is used up when it is.
-    pub fn is_echo(&self, kind: &str, metadata: &ObjectMeta) -> bool {
+    pub fn is_echo(&self, kind: &'static str, metadata: &ObjectMeta) -> bool {
         let Some(version) = &metadata.resource_version else {
             return false;
         };
-        let mut echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner());
-        let key = key(kind, metadata);
-        if echoes.get(&key) == Some(&hash64(version)) {
-            echoes.remove(&key);
-            true
-        } else {
-            false
+        let mut records = self.records();
+        let Some(records) = records.get_mut(kind) else {
+            return false;
+        };
+        let key = key(metadata);
+        let Some(pending) = records.echoes.get_mut(&key) else {
+            return false;
+        };
+        let Some(at) = pending.iter().position(|v| *v == hash64(version)) else {
+            return false;
+        };
+        pending.remove(at);
+        if pending.is_empty() {
+            records.echoes.remove(&key);
+            records.statuses.remove(&key);
+        }
+        true
+    }
+
+    /// Drops every awaited echo of `kind`: its watch is listing again, and a list shows only
+    /// the latest version of each object, so some echoes will never come.
+    pub fn relisting(&self, kind: &'static str) {
+        if let Some(records) = self.records().get_mut(kind) {
+            records.echoes.clear();
+            records.statuses.clear();
         }
     }
 
     /// What is known of the child `kind` named by `metadata` (namespace and name).
-    pub fn known(&self, kind: &str, metadata: &ObjectMeta) -> Option<Known> {
-        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        known.get(&key(kind, metadata)).copied()
+    pub fn known(&self, kind: &'static str, metadata: &ObjectMeta) -> Option<Known> {
+        let records = self.records();
+        records.get(kind)?.known.get(&key(metadata)).copied()
     }
 
     /// Records what is now known of a child.
-    pub fn learn(&self, kind: &str, metadata: &ObjectMeta, what: Known) {
-        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        known.insert(key(kind, metadata), what);
+    pub fn learn(&self, kind: &'static str, metadata: &ObjectMeta, what: Known) {
+        let mut records = self.records();
+        let known = &mut records.entry(kind).or_default().known;
+        known.insert(key(metadata), what);
     }
 
     /// Forgets everything about an object that was deleted.
-    pub fn forget(&self, kind: &str, metadata: &ObjectMeta) {
-        let key = key(kind, metadata);
-        self.echoes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
-        self.known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+    pub fn forget(&self, kind: &'static str, metadata: &ObjectMeta) {
+        if let Some(records) = self.records().get_mut(kind) {
+            let key = key(metadata);
+            records.echoes.remove(&key);
+            records.statuses.remove(&key);
+            records.known.remove(&key);
+        }
     }
 
-    /// How many objects have a record, echoes and known children (for tests and metrics).
-    pub fn records(&self) -> (usize, usize) {
-        let echoes = self.echoes.lock().unwrap_or_else(|e| e.into_inner()).len();
-        let known = self.known.lock().unwrap_or_else(|e| e.into_inner()).len();
-        (echoes, known)
+    /// How many objects of `kind` await an echo, and how many are known children.
+    pub fn counts(&self, kind: &'static str) -> (usize, usize) {
+        let records = self.records();
+        records
+            .get(kind)
+            .map_or((0, 0), |r| (r.echoes.len(), r.known.len()))
     }
 }
+
+/// The kind name of the Memcacheds, as [`OwnWrites`] files them.
+pub const MEMCACHED: &str = "Memcached";
 
 #[cfg(test)]
 mod tests {
@@ -133,16 +194,52 @@ mod tests {
         assert!(!own.is_echo("StatefulSet", &meta("other", "41")));
         assert!(own.is_echo("StatefulSet", &meta("cache", "41")));
         assert!(!own.is_echo("StatefulSet", &meta("cache", "41")), "used up");
-        assert_eq!(own.records(), (0, 0));
+        assert_eq!(own.counts("StatefulSet"), (0, 0));
     }
 
     #[test]
-    fn a_later_write_replaces_the_echo_of_an_earlier_one() {
+    fn a_written_status_stands_until_the_echo_of_the_last_write() {
         let own = OwnWrites::default();
-        own.wrote("Memcached", &meta("cache", "7"));
-        own.wrote("Memcached", &meta("cache", "9"));
-        assert!(!own.is_echo("Memcached", &meta("cache", "7")));
-        assert!(own.is_echo("Memcached", &meta("cache", "9")));
+        let first = MemcachedStatus {
+            observed_generation: Some(1),
+            ..MemcachedStatus::default()
+        };
+        let second = MemcachedStatus {
+            observed_generation: Some(2),
+            ..MemcachedStatus::default()
+        };
+        own.wrote_status(&meta("cache", "7"), first);
+        own.wrote_status(&meta("cache", "9"), second.clone());
+        assert!(
+            !own.is_echo(MEMCACHED, &meta("cache", "8")),
+            "someone else's"
+        );
+        assert!(own.is_echo(MEMCACHED, &meta("cache", "7")));
+        assert_eq!(own.written_status(&meta("cache", "7")), Some(second));
+        assert!(own.is_echo(MEMCACHED, &meta("cache", "9")));
+        assert_eq!(own.written_status(&meta("cache", "9")), None);
+    }
+
+    #[test]
+    fn a_relist_drops_the_awaited_echoes_of_its_kind_only() {
+        let own = OwnWrites::default();
+        own.wrote_status(&meta("cache", "7"), MemcachedStatus::default());
+        own.wrote("Service", &meta("cache", "3"));
+        own.relisting(MEMCACHED);
+        assert_eq!(own.written_status(&meta("cache", "7")), None);
+        assert!(!own.is_echo(MEMCACHED, &meta("cache", "7")));
+        assert!(own.is_echo("Service", &meta("cache", "3")));
+    }
+
+    #[test]
+    fn only_the_last_few_writes_await_an_echo() {
+        let own = OwnWrites::default();
+        for version in 1..=5 {
+            own.wrote("Service", &meta("cache", &version.to_string()));
+        }
+        assert!(!own.is_echo("Service", &meta("cache", "1")));
+        assert!(own.is_echo("Service", &meta("cache", "2")));
+        assert!(own.is_echo("Service", &meta("cache", "5")));
     }
 
     #[test]
@@ -158,6 +255,6 @@ mod tests {
         assert_eq!(own.known("Service", &meta("cache", "6")), Some(known));
         assert_eq!(own.known("Service", &meta("other", "5")), None);
         own.forget("Service", &meta("cache", "8"));
-        assert_eq!(own.records(), (0, 0));
+        assert_eq!(own.counts("Service"), (0, 0));
     }
 }
