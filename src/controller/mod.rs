@@ -3,18 +3,14 @@
 //!
 //! This is the shell around pure parts: `children` builds the desired objects, `drift`
 //! decides whether a write is needed, `status` computes conditions; `cache` says what is kept
-//! in memory of each kind watched, `own_writes` what the controller remembers of its own
-//! writes, `events` publishes Events. Reconciling reads only the caches: a Memcached whose
-//! children and status are as they should be costs no request. Specs are defaulted and
-//! validated here too (defense in depth), so an invalid object that slipped past missing
-//! webhooks is reported as Degraded/InvalidSpec and changes nothing.
+//! in memory of each kind watched. Specs are defaulted and validated here too (defense in
+//! depth), so an invalid object that slipped past missing webhooks is reported as
+//! Degraded/InvalidSpec and changes nothing.
 
 pub mod cache;
 pub mod children;
 pub mod drift;
-pub mod events;
 pub mod metrics;
-pub mod own_writes;
 pub mod status;
 
 use std::collections::HashMap;
@@ -23,30 +19,28 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tracing::{info, warn};
 
-use self::cache::{CachedBudget, CachedService, Child};
+use self::cache::CachedBudget;
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
-use self::drift::Verdict;
-use self::events::Events;
 use self::metrics::Metrics;
-use self::own_writes::OwnWrites;
 use self::status::{Observed, Problem, desired_status};
 use crate::admission::{Defaults, default_spec, validate_create};
-use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached};
+use crate::api::v1beta1::Memcached;
 use crate::operator;
 
-/// How long to wait before looking again at a Memcached that reconciled cleanly. Such a look
-/// reads only the caches, so it costs no request unless something differs; it repairs what a
-/// lost watch event would otherwise leave (a child deleted while a watch was re-listing).
+/// How long to wait before looking again at a Memcached that reconciled cleanly.
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// The first retry delay after a failure; it doubles per consecutive failure.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
@@ -93,7 +87,7 @@ pub struct Context {
     /// How pods must run on this cluster.
     pub platform: Platform,
     /// Publishes Events.
-    pub events: Events,
+    pub recorder: Recorder,
     /// Reconciliation metrics.
     pub metrics: Metrics,
     /// Consecutive failures per object, for the backoff.
@@ -105,12 +99,12 @@ pub struct Context {
 impl Context {
     /// Creates the shared context.
     pub fn new(client: Client, defaults: Defaults, platform: Platform, metrics: Metrics) -> Self {
+        let reporter = Reporter {
+            controller: operator::NAME.into(),
+            instance: std::env::var("HOSTNAME").ok(),
+        };
         Self {
-            events: Events::new(
-                client.clone(),
-                operator::NAME,
-                std::env::var("HOSTNAME").ok(),
-            ),
+            recorder: Recorder::new(client.clone(), reporter),
             client,
             defaults,
             platform,
@@ -189,29 +183,11 @@ pub async fn run_controller(
     }
 }
 
-/// What one run of the controller shares: the process's context, the caches this run fills
-/// that reconciling reads besides the Memcached it is given, and its memory of its own writes.
+/// What one run of the controller shares: the process's context, and the caches this run
+/// fills that reconciling reads besides the Memcached it is given.
 struct Run {
     context: Arc<Context>,
-    own: Arc<OwnWrites>,
-    statefulsets: Store<StatefulSet>,
-    services: Store<CachedService>,
     budgets: Store<CachedBudget>,
-    pods: Store<Pod>,
-}
-
-impl Run {
-    /// Waits until every cache of children has been listed once: judging a child from a cache
-    /// still being filled would re-create what exists. (The controller itself waits for the
-    /// Memcacheds.)
-    async fn children_listed(&self) {
-        let _ = futures::join!(
-            self.statefulsets.wait_until_ready(),
-            self.services.wait_until_ready(),
-            self.budgets.wait_until_ready(),
-            self.pods.wait_until_ready(),
-        );
-    }
 }
 
 async fn controller(
@@ -220,28 +196,15 @@ async fn controller(
 ) {
     let client = context.client.clone();
     let config = kube::runtime::controller::Config::default().concurrency(context.concurrency);
-    let own = Arc::new(OwnWrites::default());
-    let (memcacheds, changed) = cache::memcacheds(client.clone(), own.clone());
-    let (statefulsets, statefulsets_touched) = cache::statefulsets(client.clone(), own.clone());
-    let (services, services_touched) = cache::services(client.clone(), own.clone());
-    let (budgets, budgets_touched) = cache::budgets(client.clone(), own.clone());
-    let (pods, pods_changed) = cache::pods(client);
-    let run = Run {
-        context,
-        own,
-        statefulsets,
-        services,
-        budgets,
-        pods,
-    };
+    let (memcacheds, changed) = cache::memcacheds(client.clone());
+    let (budgets, budgets_touched) = cache::budgets(client.clone());
     Controller::for_stream(changed, memcacheds)
         .with_config(config)
-        .owns_stream(statefulsets_touched)
-        .owns_stream(services_touched)
+        .owns(Api::<StatefulSet>::all(client.clone()), cache::ours())
+        .owns(Api::<Service>::all(client), cache::ours())
         .owns_stream(budgets_touched)
-        .watches_stream(pods_changed, |pod| cache::owner_of_pod(&pod))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(run))
+        .run(reconcile, error_policy, Arc::new(Run { context, budgets }))
         .for_each(|result| async move {
             match result {
                 Ok((object, _)) => tracing::debug!(memcached = %object, "reconciled"),
@@ -289,15 +252,9 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
     if object.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change()); // the garbage collector removes the children
     }
-    run.children_listed().await;
     let namespace = object.namespace().unwrap_or_default();
-    let name = object.name_any();
     let mut effective = (*object).clone();
     effective.spec = default_spec(&object.spec, &context.defaults);
-    // A status this controller wrote whose echo the cache has not seen yet is the newer one.
-    if let Some(written) = run.own.written_status(&object.metadata) {
-        effective.status = Some(written);
-    }
     let problem = match validate_create(&effective) {
         Ok(_) => None,
         Err(denial) => {
@@ -306,49 +263,56 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
         }
     };
 
+    let client = &context.client;
+    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), &namespace);
     let mut failure = None;
-    let mut statefulset = None;
-    if problem.is_none() {
+    let statefulset = if problem.is_none() {
         let applied = async {
             let sts = ensure(
-                &run,
+                context,
                 &object,
+                &statefulsets,
+                "StatefulSet",
                 desired_statefulset(&effective, context.platform),
-                &run.statefulsets,
             )
             .await?;
-            ensure(&run, &object, desired_service(&effective), &run.services).await?;
+            let services = Api::<Service>::namespaced(client.clone(), &namespace);
+            ensure(
+                context,
+                &object,
+                &services,
+                "Service",
+                desired_service(&effective),
+            )
+            .await?;
+            let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &namespace);
             match desired_pdb(&effective) {
                 Some(pdb) => {
-                    ensure(&run, &object, pdb, &run.budgets).await?;
+                    ensure(context, &object, &pdbs, "PodDisruptionBudget", pdb).await?;
                 }
-                None => remove_budget(&run, &object).await?,
+                None => remove_budget(context, &run.budgets, &object, &pdbs).await?,
             }
             Ok::<_, Error>(sts)
         }
         .await;
         match applied {
-            Ok(sts) => statefulset = Some(sts),
-            Err(error) => failure = Some(error),
+            Ok(sts) => Some(sts),
+            Err(error) => {
+                failure = Some(error);
+                None
+            }
         }
-    }
-    let statefulset = statefulset.or_else(|| {
-        let cached = run
-            .statefulsets
-            .get(&ObjectRef::new(&name).within(&namespace));
-        cached.map(|sts| (*sts).clone())
-    });
-    let replicas = effective
-        .spec
-        .replicas
-        .unwrap_or(DEFAULT_REPLICAS)
-        .clamp(0, MAX_REPLICAS);
-    let ready_ordinals = (0..replicas)
-        .filter(|i| {
-            cache::pod_of(&run.pods, &namespace, &format!("{name}-{i}"), &name)
-                .is_some_and(|pod| status::serving(&pod))
-        })
-        .collect();
+    } else {
+        None
+    };
+    let statefulset = match statefulset {
+        Some(sts) => Some(sts),
+        None => statefulsets
+            .get_opt(&object.name_any())
+            .await
+            .map_err(|e| api_error("get", "StatefulSet", &object, e))?,
+    };
+    let ready_ordinals = ready_ordinals(context, &object).await?;
     let problem = problem.or_else(|| {
         failure
             .as_ref()
@@ -364,98 +328,70 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
         problem.as_ref(),
         &now,
     );
-    if effective.status.as_ref() != Some(&status) {
-        let memcacheds = Api::<Memcached>::namespaced(context.client.clone(), &namespace);
-        let patched = memcacheds
+    if object.status.as_ref() != Some(&status) {
+        let memcacheds = Api::<Memcached>::namespaced(client.clone(), &namespace);
+        memcacheds
             .patch_status(
-                &name,
+                &object.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(serde_json::json!({ "status": status })),
             )
             .await
             .map_err(|e| api_error("patch status of", "Memcached", &object, e))?;
-        run.own.wrote_status(&patched.metadata, status);
     }
     if let Some(error) = failure {
-        context
-            .events
-            .warn(&object, "ReconcileFailed", error.to_string())
-            .await;
+        publish(
+            context,
+            &object,
+            EventType::Warning,
+            "ReconcileFailed",
+            error.to_string(),
+            None,
+        )
+        .await;
         return Err(error);
     }
     if let Some(Problem::InvalidSpec(message)) = &problem {
-        context
-            .events
-            .warn(&object, "InvalidSpec", message.clone())
-            .await;
+        publish(
+            context,
+            &object,
+            EventType::Warning,
+            "InvalidSpec",
+            message.clone(),
+            None,
+        )
+        .await;
         return Ok(Action::await_change());
     }
     context.clear_failures(&object);
-    context.events.clear(&object.metadata);
     Ok(Action::requeue(RESYNC))
 }
 
-/// Brings one child to its desired state, judged from the cache; returns what the cache keeps
-/// of it now.
-///
-/// The desired object is stamped with its hash ([`drift::stamp`]). A current child costs no
-/// request; one the cache cannot judge is fetched and compared field by field; one that
-/// differs or is missing is written with server-side apply, and the answer is remembered
-/// ([`OwnWrites`]) so that its echo on the watch wakes nothing.
+/// Applies `desired` with server-side apply unless the live object already matches it.
 async fn ensure<K>(
-    run: &Run,
+    context: &Context,
     owner: &Memcached,
-    mut desired: K,
-    cache: &Store<K::Cached>,
-) -> Result<K::Cached, Error>
+    api: &Api<K>,
+    kind: &'static str,
+    desired: K,
+) -> Result<K, Error>
 where
-    K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
 {
-    let context = &run.context;
-    let kind = K::KIND;
-    let hash = drift::stamp(&mut desired);
     let name = owner.name_any();
-    let namespace = owner.namespace().unwrap_or_default();
-    let memcached = format!("{namespace}/{name}");
-    let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
-    let known = run.own.known(kind, desired.meta());
-    let judged = cached
-        .as_deref()
-        .map(|c| (c.meta(), K::spec_version(c.meta())));
-    let api = Api::<K>::namespaced(context.client.clone(), &namespace);
-    let mut exists = cached.is_some();
-    match (drift::judge(desired.meta(), judged, known), cached) {
-        (Verdict::Current, Some(cached)) => return Ok((*cached).clone()),
-        (Verdict::Write(reason), _) if exists => {
-            info!(memcached = %memcached, kind, field = %reason, "child differs from its desired state")
-        }
-        (Verdict::Write(_), _) => {}
-        (Verdict::Current | Verdict::Verify, _) => {
-            let live = api
-                .get_opt(&name)
-                .await
-                .map_err(|e| api_error("get", kind, owner, e))?;
-            exists = live.is_some();
-            if let Some(live) = live {
-                let (want, have) = (serde_json::to_value(&desired), serde_json::to_value(&live));
-                let difference = match (want, have) {
-                    (Ok(want), Ok(have)) => drift::first_difference(&want, &have),
-                    _ => Some(String::new()),
-                };
-                match difference {
-                    None => {
-                        let version = K::spec_version(live.meta());
-                        run.own.learn(
-                            kind,
-                            desired.meta(),
-                            drift::known(live.meta(), version, hash),
-                        );
-                        return Ok(K::cached(live));
-                    }
-                    Some(path) => {
-                        info!(memcached = %memcached, kind, field = %path, "child differs from its desired state")
-                    }
-                }
+    let live = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| api_error("get", kind, owner, e))?;
+    if let Some(live) = &live {
+        let (want, have) = (serde_json::to_value(&desired), serde_json::to_value(live));
+        if let (Ok(want), Ok(have)) = (want, have) {
+            match drift::first_difference(&want, &have) {
+                None => return Ok(live.clone()),
+                Some(path) => info!(
+                    memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()),
+                    kind, field = %path, "child differs from its desired state"
+                ),
             }
         }
     }
@@ -468,39 +404,40 @@ where
         )
         .await
         .map_err(|e| api_error("apply", kind, owner, e))?;
-    run.own.wrote(kind, applied.meta());
-    let version = K::spec_version(applied.meta());
-    run.own.learn(
-        kind,
-        applied.meta(),
-        drift::known(applied.meta(), version, hash),
-    );
-    let (reason, verb) = if exists {
+    let (reason, verb) = if live.is_some() {
         ("Updated", "updated")
     } else {
         ("Created", "created")
     };
-    info!(memcached = %memcached, kind, verb, "child written");
+    info!(memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()), kind, verb, "child written");
     let related = applied.object_ref(&());
-    context
-        .events
-        .changed(owner, reason, format!("{kind} {name} {verb}"), related)
-        .await;
-    Ok(K::cached(applied))
+    publish(
+        context,
+        owner,
+        EventType::Normal,
+        reason,
+        format!("{kind} {name} {verb}"),
+        Some(related),
+    )
+    .await;
+    Ok(applied)
 }
 
 /// Deletes the Memcached's PodDisruptionBudget if one it owns exists.
 ///
-/// Whether one exists comes from the cache of budgets, so the common case, none, costs no
-/// request; only a budget the controller applied that the cache has not seen yet is looked
-/// up (metadata only). The delete is conditional on the uid seen, and a budget already gone
-/// counts as removed: the cache may lag behind a deletion.
-async fn remove_budget(run: &Run, owner: &Memcached) -> Result<(), Error> {
+/// Whether one exists comes from the cache of budgets (those labelled as the operator's)
+/// once that has been listed, so the common case, none, costs no request; before that, it is
+/// fetched (metadata only). The delete is conditional on the uid seen, and a budget already
+/// gone counts as removed: the cache may lag behind a deletion.
+async fn remove_budget(
+    context: &Context,
+    budgets: &Store<CachedBudget>,
+    owner: &Memcached,
+    api: &Api<PodDisruptionBudget>,
+) -> Result<(), Error> {
     const KIND: &str = "PodDisruptionBudget";
-    let context = &run.context;
     let name = owner.name_any();
     let namespace = owner.namespace().unwrap_or_default();
-    let api = Api::<PodDisruptionBudget>::namespaced(context.client.clone(), &namespace);
     let owned_uid = |budget: &CachedBudget| {
         let owner_uid = owner.uid().unwrap_or_default();
         let owned = budget
@@ -511,26 +448,25 @@ async fn remove_budget(run: &Run, owner: &Memcached) -> Result<(), Error> {
             .any(|o| o.uid == owner_uid);
         owned.then(|| budget.metadata.uid.clone()).flatten()
     };
-    let cached = run.budgets.get(&ObjectRef::new(&name).within(&namespace));
-    let unseen = ObjectMeta {
-        name: Some(name.clone()),
-        namespace: Some(namespace.clone()),
-        ..ObjectMeta::default()
-    };
-    let uid = match cached {
-        Some(budget) => owned_uid(&budget),
-        None if run.own.known(KIND, &unseen).is_some() => api
-            .get_metadata_opt(&name)
+    let listed = budgets
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|ready| ready.is_ok());
+    let uid = if listed {
+        budgets
+            .get(&ObjectRef::new(&name).within(&namespace))
+            .and_then(|budget| owned_uid(&budget))
+    } else {
+        api.get_metadata_opt(&name)
             .await
             .map_err(|e| api_error("get", KIND, owner, e))?
-            .and_then(|budget| owned_uid(&budget)),
-        None => None,
+            .and_then(|budget| owned_uid(&budget))
     };
     let Some(uid) = uid else { return Ok(()) };
     context.metrics.child_written(KIND);
     let only_that_one = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: Some(uid.clone()),
+            uid: Some(uid),
             resource_version: None,
         }),
         ..DeleteParams::default()
@@ -540,21 +476,67 @@ async fn remove_budget(run: &Run, owner: &Memcached) -> Result<(), Error> {
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(error) => return Err(api_error("delete", KIND, owner, error)),
     }
-    run.own.forget(KIND, &unseen);
-    info!(memcached = %format!("{namespace}/{name}"), kind = KIND, verb = "deleted", "child written");
-    let related = ObjectReference {
-        api_version: Some("policy/v1".into()),
-        kind: Some(KIND.into()),
-        name: Some(name.clone()),
-        namespace: Some(namespace),
-        uid: Some(uid),
-        ..ObjectReference::default()
-    };
-    context
-        .events
-        .changed(owner, "Deleted", format!("{KIND} {name} deleted"), related)
-        .await;
+    publish(
+        context,
+        owner,
+        EventType::Normal,
+        "Deleted",
+        format!("{KIND} {name} deleted"),
+        None,
+    )
+    .await;
     Ok(())
+}
+
+/// Ordinals of the Memcached's pods that are Ready and not being deleted.
+async fn ready_ordinals(context: &Context, object: &Memcached) -> Result<Vec<i32>, Error> {
+    let pods = Api::<Pod>::namespaced(
+        context.client.clone(),
+        &object.namespace().unwrap_or_default(),
+    );
+    let list = pods
+        .list(&ListParams::default().labels(&children::selector_string(object)))
+        .await
+        .map_err(|e| api_error("list", "Pod", object, e))?;
+    let prefix = format!("{}-", object.name_any());
+    Ok(list
+        .items
+        .iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|pod| pod.name_any().strip_prefix(&prefix)?.parse().ok())
+        .collect())
+}
+
+/// Publishes an Event about `object`; `related` names the child it concerns, which also keeps
+/// events about different children from being folded into one series.
+async fn publish(
+    context: &Context,
+    object: &Memcached,
+    type_: EventType,
+    reason: &str,
+    note: String,
+    related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: related,
+    };
+    if let Err(error) = context
+        .recorder
+        .publish(&event, &object.object_ref(&()))
+        .await
+    {
+        warn!(%error, "could not publish an event");
+    }
 }
 
 #[cfg(test)]
