@@ -289,15 +289,18 @@ fn an_unusable_source_date_epoch_exits_2_and_writes_nothing() {
     assert_eq!(std::fs::read_dir(out.path()).expect("readable").count(), 0);
 }
 
+/// The first YAML document of the rendered file `path`.
+fn first_document(files: &Files, path: &str) -> serde_json::Value {
+    let text = files
+        .get(path)
+        .unwrap_or_else(|| panic!("{path} is written"));
+    yaml::documents(text).expect("parses").remove(0)
+}
+
 #[test]
 fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
     let files = plan().render().expect("renders");
-    let read = |path: &str| -> serde_json::Value {
-        let text = files
-            .get(path)
-            .unwrap_or_else(|| panic!("{path} is written"));
-        yaml::documents(text).expect("parses").remove(0)
-    };
+    let read = |path: &str| first_document(&files, path);
     let service = read("config/webhook/service.yaml");
     let name = service["metadata"]["name"].clone();
     let namespace = service["metadata"]["namespace"].clone();
@@ -369,12 +372,7 @@ fn config_names_the_webhook_service_certificate_and_secret_that_it_creates() {
 #[test]
 fn config_issues_the_serving_certificate_from_a_ca_that_a_self_signed_issuer_signs() {
     let files = plan().render().expect("renders");
-    let read = |path: &str| -> serde_json::Value {
-        let text = files
-            .get(path)
-            .unwrap_or_else(|| panic!("{path} is written"));
-        yaml::documents(text).expect("parses").remove(0)
-    };
+    let read = |path: &str| first_document(&files, path);
     let kustomization = read("config/certmanager/kustomization.yaml");
     let resources: Vec<&str> = kustomization["resources"]
         .as_array()
