@@ -46,7 +46,6 @@ die() { printf 'cert-manager: error: %s\n' "$*" >&2; exit 1; }
 source "$ROOT/hack/lib/daemons.sh"
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 control_plane_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
 
 # controller_ready: the controller runs and serves its metrics (it has no health endpoint in

@@ -70,7 +70,6 @@ source "$ROOT/hack/lib/steps.sh"
 
 kubectl() { "$ROOT/.tools/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
 pin() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t { print $2 }'; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # installplan_settled: whether the InstallPlan is Complete or Failed; a Failed one leaves
 # its conditions' messages in INSTALL_STATE/installplan-failed.

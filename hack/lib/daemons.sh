@@ -57,6 +57,9 @@ tail_log() {
   fi
 }
 
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now, for a daemon to bind.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # launch NAME ARGS...: runs .tools/bin/NAME in a session (and process group) of its own,
 # detached from the caller's terminal and pipes, and records its pid. The environment is the
 # caller's: `VAR=value launch ...` passes VAR to the daemon.

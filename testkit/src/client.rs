@@ -166,6 +166,14 @@ impl TlsClient {
         self
     }
 
+    /// The serial of the certificate the server presents in a handshake (no request is
+    /// sent), or `None` when the handshake fails (the certificate not trusted, for one).
+    pub async fn served_serial(&self) -> Option<String> {
+        let stream = self.connect().await.ok()?;
+        let (_, connection) = stream.get_ref();
+        Some(pki::serial_of(connection.peer_certificates()?.first()?))
+    }
+
     /// Opens a TLS connection.
     pub async fn connect(&self) -> std::io::Result<TlsStream<TcpStream>> {
         let name = ServerName::try_from(self.server_name.clone()).map_err(|error| {

@@ -3,8 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::api::core::v1::Pod;
+
 /// The environment variable through which the node agent hands each container its pod IP.
 const POD_IP_VARIABLE: &str = crate::node_agent::sandbox::POD_IP_VARIABLE;
+
+/// The pod's IP, once the node agent reported one.
+pub fn pod_ip(pod: &Pod) -> Option<String> {
+    pod.status.as_ref()?.pod_ip.clone()
+}
 
 /// Everything the containers of the pod with `uid` wrote so far (every container's log, each
 /// under a `==> NAME.log <==` header), or an empty string for a pod the node agent whose state

@@ -29,16 +29,12 @@ pub const OPERATOR: &str = env!("CARGO_BIN_EXE_memcached-operator");
 /// How long a scenario waits for the cluster to act.
 pub const WAIT: Duration = Duration::from_secs(90);
 
-/// What `config/default` names (packager/src/config.rs).
-pub const CA_CERTIFICATE: &str = "memcached-operator-ca";
-/// The self-signed Issuer, which signs the CA.
-pub const SELFSIGNED_ISSUER: &str = "memcached-operator-selfsigned-issuer";
-/// The webhook configurations.
-pub const MUTATING: &str = "memcached-operator-mutating-webhook-configuration";
-/// The validating one.
-pub const VALIDATING: &str = "memcached-operator-validating-webhook-configuration";
-/// The webhook Service.
-pub const WEBHOOK_SERVICE: &str = "memcached-operator-webhook-service";
+/// What `config/default` names, as the generator writes it.
+pub use memcached_packager::config::{
+    CA_CERTIFICATE_NAME as CA_CERTIFICATE, ISSUER_NAME as SELFSIGNED_ISSUER,
+    MUTATING_CONFIGURATION_NAME as MUTATING, VALIDATING_CONFIGURATION_NAME as VALIDATING,
+    WEBHOOK_SERVICE_NAME as WEBHOOK_SERVICE,
+};
 
 /// Everything the scenarios share.
 pub struct Env {
@@ -55,6 +51,8 @@ pub struct Env {
 pub struct Issued {
     /// The serial of `tls.crt`'s first certificate.
     pub serial: String,
+    /// `tls.crt`, PEM.
+    pub certificate: String,
     /// `ca.crt`, PEM.
     pub ca: String,
     /// `tls.key`, PEM.
@@ -109,6 +107,7 @@ impl Env {
             .ok()?;
         Some(Issued {
             serial: serial_of(&der),
+            certificate: crt,
             ca: text("ca.crt")?,
             key: text("tls.key")?,
         })
@@ -151,8 +150,7 @@ impl Env {
 
     /// Whether every caBundle is `ca`.
     pub async fn every_bundle_is(&self, ca: &str) -> bool {
-        let bundles = self.ca_bundles().await;
-        bundles.len() >= 3 && bundles.iter().all(|b| b.as_deref() == Some(ca))
+        all_bundles_are(&self.ca_bundles().await, ca)
     }
 
     /// The operator's pods (the Deployment's), by name.
@@ -182,19 +180,26 @@ impl Env {
         let name = format!("{WEBHOOK_SERVICE}.{}.svc", self.deployed.namespace);
         let mut serials = Vec::new();
         for pod in pods {
-            let serial = async {
-                let ip = pod.status.as_ref()?.pod_ip.clone()?;
-                let address = format!("{ip}:{WEBHOOK_PORT}").parse().ok()?;
-                let client = TlsClient::new(address, ca).with_server_name(&name);
-                let stream = client.connect().await.ok()?;
-                let (_, connection) = stream.get_ref();
-                Some(serial_of(connection.peer_certificates()?.first()?))
-            }
-            .await;
+            let serial = match pod_ip(pod).and_then(|ip| ip.parse().ok()) {
+                Some(ip) => {
+                    let address = std::net::SocketAddr::new(ip, WEBHOOK_PORT);
+                    TlsClient::new(address, ca)
+                        .with_server_name(&name)
+                        .served_serial()
+                        .await
+                }
+                None => None,
+            };
             serials.push(serial);
         }
         serials
     }
+}
+
+/// Whether `bundles` (as [`Env::ca_bundles`] reads them: two webhooks and the conversion at
+/// least) are all `ca`.
+pub fn all_bundles_are(bundles: &[Option<String>], ca: &str) -> bool {
+    bundles.len() >= 3 && bundles.iter().all(|b| b.as_deref() == Some(ca))
 }
 
 /// Each pod's containers' restart counts, summed, by pod name.
@@ -212,7 +217,4 @@ pub fn restarts(pods: &[Pod]) -> Vec<(String, i32)> {
         .collect()
 }
 
-/// The pod's IP, once the node agent reported one.
-pub fn pod_ip(pod: &Pod) -> Option<String> {
-    pod.status.as_ref()?.pod_ip.clone()
-}
+pub use testkit::node_pods::pod_ip;

@@ -133,10 +133,7 @@ impl Env {
     }
 }
 
-/// The pod's IP, once the node agent reported one.
-pub fn pod_ip(pod: &Pod) -> Option<String> {
-    pod.status.as_ref()?.pod_ip.clone()
-}
+pub use testkit::node_pods::pod_ip;
 
 pub use testkit::scenarios::eventually;
 

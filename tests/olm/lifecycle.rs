@@ -52,10 +52,10 @@ pub async fn served_serial(env: &Env, ca: &str) -> Option<String> {
     let ip = service.spec?.cluster_ip?;
     let address = format!("{ip}:443").parse().ok()?;
     let name = format!("{}.{}.svc", service_name(env), env.installed.namespace);
-    let client = TlsClient::new(address, ca).with_server_name(&name);
-    let stream = client.connect().await.ok()?;
-    let (_, connection) = stream.get_ref();
-    Some(serial_of(connection.peer_certificates()?.first()?))
+    TlsClient::new(address, ca)
+        .with_server_name(&name)
+        .served_serial()
+        .await
 }
 
 /// The CA the API server trusts for the webhooks now: the caBundle OLM wrote into the
