@@ -29,9 +29,10 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 N="${1:-1000}"
 SCRAPES="${SCRAPES:-50}"
 STEADY_SECONDS="${STEADY_SECONDS:-30}"
-BIN="$ROOT/target/release/memcached-operator"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+BIN="$TARGET/release/memcached-operator"
 KUBECTL="$ROOT/.tools/bin/kubectl"
-OUT="$ROOT/target/bench/controller.json"
+OUT="${OUT:-$TARGET/bench/controller.json}"
 [[ -x "$BIN" ]] || { echo "bench-controller: build it first: cargo build --release" >&2; exit 1; }
 
 export CONTROL_PLANE_DIR

@@ -1,50 +1,127 @@
 //! Decides what the controller keeps in memory of each kind it watches, and builds the watch
 //! streams that fill those caches and wake the controller.
 //!
-//! Per kind, and why:
+//! Reconciling reads only these caches: an unchanged Memcached costs no request at all. Per
+//! kind, what is kept and why:
 //!
-//! - **Memcached** (a full watch, cached): the object as stored, less `metadata.managedFields`
-//!   and the `kubectl.kubernetes.io/last-applied-configuration` annotation. Reconciling reads
-//!   the spec (the desired children, defaulting, validation), the status (to skip a status
-//!   write that would change nothing), and the name, namespace, uid, generation and deletion
-//!   timestamp; the write history of who set which field, and a copy of the last
-//!   client-side apply, are read by nothing here and are usually the largest part of the
-//!   object.
-//! - **PodDisruptionBudget** (a metadata-only watch of the ones labelled as ours, cached):
-//!   name, namespace, uid, resourceVersion and ownerReferences, nothing else. That is all
-//!   that deciding whether a budget must be *removed* reads (does one exist, is it this
-//!   Memcached's), so a Memcached with fewer than two replicas costs no request for its
-//!   budget at all; when a budget should exist it is fetched, as below.
-//! - **StatefulSet, Service** (metadata-only watches of the ones labelled as ours, not
-//!   cached): each event is mapped to its owner through its ownerReferences and dropped.
-//!   Reconciling fetches them instead: drift detection compares every field the operator
-//!   sets, pod template included, and status reads the StatefulSet's status, so a cache
-//!   that could serve those reads would have to hold nearly the whole object.
-//! - **Pod**: not watched. Status lists a Memcached's pods by label when it reconciles, to
-//!   name the Ready ones.
+//! - **Memcached** (a full watch): the object as stored, less `metadata.managedFields` and the
+//!   `kubectl.kubernetes.io/last-applied-configuration` annotation. Reconciling reads the spec
+//!   (the desired children, defaulting, validation), the status (to skip a status write that
+//!   would change nothing), and the name, namespace, uid, generation and deletion timestamp;
+//!   the write history of who set which field, and a copy of the last client-side apply, are
+//!   read by nothing here and are usually the largest part of the object.
+//! - **StatefulSet** (a full watch of the ones labelled as ours): name, namespace, uid,
+//!   resourceVersion, generation, labels, ownerReferences and the applied-hash annotation
+//!   ([`drift::APPLIED_HASH_ANNOTATION`]), and of the status the three fields status reads
+//!   (`replicas`, `updatedReplicas`, `observedGeneration`). No spec: the hash says what was
+//!   applied, the generation says whether anyone changed the spec since.
+//! - **Service, PodDisruptionBudget** (metadata-only watches of the ones labelled as ours): the
+//!   same metadata. A Service has no generation, so its resourceVersion stands for its spec
+//!   version (nothing else writes a headless Service); a budget's generation does.
+//! - **Pod** (a full watch of the ones labelled as ours): name, namespace, the
+//!   `app.kubernetes.io/instance` label (whose Memcached it is), the deletion timestamp and the
+//!   Ready condition's status. That is all `status.servers` needs.
 //!
-//! This module holds no reconciling logic; it only shapes what is kept.
+//! Each watch wakes the controller only for a change that matters: a write of the
+//! controller's own coming back ([`OwnWrites::is_echo`]) wakes nothing, nor does a change of
+//! what the cache does not keep (a budget's or a pod's other status fields, a StatefulSet's
+//! other status counters). Deletions always wake, and make [`OwnWrites`] forget the object.
+//!
+//! This module holds no reconciling logic; it only shapes what is kept and what wakes.
 
-use futures::StreamExt;
-use futures::stream::BoxStream;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::future;
+use futures::stream::{BoxStream, Stream};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::reflector::{Store, reflector, store};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
+use super::drift::APPLIED_HASH_ANNOTATION;
+use super::own_writes::{MEMCACHED, OwnWrites, hash64};
 use crate::api::v1beta1::Memcached;
 use crate::operator;
 
 /// The annotation `kubectl apply` (client-side) writes: a copy of the whole applied object.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The label naming the Memcached a pod serves.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
-/// What the cache keeps of a PodDisruptionBudget: its metadata, reduced by [`identity_and_owners`].
+/// What the cache keeps of a Service: its metadata, reduced by [`child_metadata`].
+pub type CachedService = PartialObjectMeta<Service>;
+/// What the cache keeps of a PodDisruptionBudget: its metadata, reduced by [`child_metadata`].
 pub type CachedBudget = PartialObjectMeta<PodDisruptionBudget>;
 
 /// A watch stream of objects of kind `K`, as the controller consumes it.
 pub type Objects<K> = BoxStream<'static, Result<K, watcher::Error>>;
+
+/// A kind the controller applies: what its cache keeps, and which version moves when its
+/// spec changes.
+pub trait Child:
+    Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// The kind, for logs, metrics, errors and [`OwnWrites`].
+    const KIND: &'static str;
+    /// What the cache keeps of one.
+    type Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static;
+    /// Reduces a whole object (an apply's answer) to what the cache keeps.
+    fn cached(full: Self) -> Self::Cached;
+    /// The version that moves when the spec changes, from cached metadata.
+    fn spec_version(metadata: &ObjectMeta) -> Option<u64>;
+}
+
+impl Child for StatefulSet {
+    const KIND: &'static str = "StatefulSet";
+    type Cached = StatefulSet;
+    fn cached(mut full: Self) -> StatefulSet {
+        reduce_statefulset(&mut full);
+        full
+    }
+    fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
+        metadata.generation.map(|g| g as u64)
+    }
+}
+
+impl Child for Service {
+    const KIND: &'static str = "Service";
+    type Cached = CachedService;
+    fn cached(full: Self) -> CachedService {
+        metadata_only(full.metadata)
+    }
+    fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
+        metadata.resource_version.as_ref().map(hash64)
+    }
+}
+
+impl Child for PodDisruptionBudget {
+    const KIND: &'static str = "PodDisruptionBudget";
+    type Cached = CachedBudget;
+    fn cached(full: Self) -> CachedBudget {
+        metadata_only(full.metadata)
+    }
+    fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
+        metadata.generation.map(|g| g as u64)
+    }
+}
+
+fn metadata_only<K>(mut metadata: ObjectMeta) -> PartialObjectMeta<K> {
+    child_metadata(&mut metadata);
+    PartialObjectMeta {
+        types: None,
+        metadata,
+        _phantom: std::marker::PhantomData,
+    }
+}
 
 /// Removes what records how an object was written rather than what it is: the managed fields
 /// and the last-applied annotation (the annotations disappear if that was the only one).
@@ -58,42 +135,241 @@ pub fn forget_write_history(metadata: &mut ObjectMeta) {
     }
 }
 
-/// Reduces metadata to what identifies an object and says who owns it: name, namespace, uid,
-/// resourceVersion and ownerReferences.
-pub fn identity_and_owners(metadata: &mut ObjectMeta) {
+/// Reduces a child's metadata to what judging it reads: name, namespace, uid,
+/// resourceVersion, generation, labels, ownerReferences and the applied-hash annotation.
+pub fn child_metadata(metadata: &mut ObjectMeta) {
+    let annotations = metadata.annotations.take().and_then(|mut all| {
+        let hash = all.remove(APPLIED_HASH_ANNOTATION)?;
+        Some([(APPLIED_HASH_ANNOTATION.to_string(), hash)].into())
+    });
     *metadata = ObjectMeta {
         name: metadata.name.take(),
         namespace: metadata.namespace.take(),
         uid: metadata.uid.take(),
         resource_version: metadata.resource_version.take(),
+        generation: metadata.generation,
+        labels: metadata.labels.take(),
+        annotations,
         owner_references: metadata.owner_references.take(),
         ..ObjectMeta::default()
     };
 }
 
-/// The label selector of the children the operator made.
+/// Reduces a StatefulSet to [`child_metadata`] and the status fields status reads.
+pub fn reduce_statefulset(statefulset: &mut StatefulSet) {
+    child_metadata(&mut statefulset.metadata);
+    statefulset.spec = None;
+    statefulset.status = statefulset.status.take().map(|status| StatefulSetStatus {
+        replicas: status.replicas,
+        updated_replicas: status.updated_replicas,
+        observed_generation: status.observed_generation,
+        ..StatefulSetStatus::default()
+    });
+}
+
+/// Reduces a Pod to its name, namespace, instance label, deletion timestamp and Ready status.
+pub fn reduce_pod(pod: &mut Pod) {
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| PodCondition {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            ..PodCondition::default()
+        });
+    let instance = pod.metadata.labels.take().and_then(|mut labels| {
+        let name = labels.remove(INSTANCE_LABEL)?;
+        Some([(INSTANCE_LABEL.to_string(), name)].into())
+    });
+    pod.metadata = ObjectMeta {
+        name: pod.metadata.name.take(),
+        namespace: pod.metadata.namespace.take(),
+        labels: instance,
+        deletion_timestamp: pod.metadata.deletion_timestamp.take(),
+        ..ObjectMeta::default()
+    };
+    pod.spec = None;
+    pod.status = ready.map(|ready| PodStatus {
+        conditions: Some(vec![ready]),
+        ..PodStatus::default()
+    });
+}
+
+/// The label selector of the children the operator made (and of their pods).
 pub fn ours() -> watcher::Config {
     watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={}", operator::NAME))
 }
 
-/// The cache of every Memcached, and the stream of changed Memcacheds that fills it.
-pub fn memcacheds(client: Client) -> (Store<Memcached>, Objects<Memcached>) {
-    let (cached, writer) = store();
+/// Whether `new` equals `old` but for its resourceVersion.
+fn unchanged<K: Resource + Clone + PartialEq>(old: Option<&K>, new: &K) -> bool {
+    old.is_some_and(|old| {
+        let mut old = old.clone();
+        old.meta_mut().resource_version = new.meta().resource_version.clone();
+        old == *new
+    })
+}
+
+/// The controller's own writes of one kind, as a watch of that kind consults them.
+type Writes = (Arc<OwnWrites>, &'static str);
+
+/// Fills `writer` from `events` and yields the objects whose change wakes the controller.
+///
+/// An added or modified object wakes unless it is the echo of one of the controller's own
+/// `writes`, or `wakes(cached, new)` finds no change that matters against the one cached
+/// before it (during a re-list, the cache still holds the previous list). A deleted object
+/// always wakes, and its records are forgotten.
+fn reflect<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    mut writer: Writer<K>,
+    writes: Option<Writes>,
+    wakes: impl Fn(Option<&K>, &K) -> bool + Send + 'static,
+) -> Objects<K>
+where
+    K: Lookup + Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    <K as Lookup>::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let reader = writer.as_reader();
+    events
+        .try_filter_map(move |event| {
+            let woken = match &event {
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                    let echo = writes
+                        .as_ref()
+                        .is_some_and(|(own, kind)| own.is_echo(kind, object.meta()));
+                    let cached = reader.get(&ObjectRef::from(object));
+                    (!echo && wakes(cached.as_deref(), object)).then(|| object.clone())
+                }
+                watcher::Event::Delete(object) => {
+                    if let Some((own, kind)) = &writes {
+                        own.forget(kind, object.meta());
+                    }
+                    Some(object.clone())
+                }
+                watcher::Event::Init => {
+                    if let Some((own, kind)) = &writes {
+                        own.relisting(kind);
+                    }
+                    None
+                }
+                watcher::Event::InitDone => None,
+            };
+            writer.apply_watcher_event(&event);
+            future::ready(Ok(woken))
+        })
+        .boxed()
+}
+
+/// The cache of every Memcached, and the stream of changed Memcacheds that fills it. A status
+/// write of the controller's own coming back wakes nothing.
+pub fn memcacheds(client: Client, own: Arc<OwnWrites>) -> (Store<Memcached>, Objects<Memcached>) {
+    let writer = Writer::default();
+    let cached = writer.as_reader();
     let events = watcher(Api::<Memcached>::all(client), watcher::Config::default())
+        .default_backoff()
         .modify(|memcached: &mut Memcached| forget_write_history(memcached.meta_mut()));
-    let changed = reflector(writer, events).applied_objects().boxed();
+    let changed = reflect(events, writer, Some((own, MEMCACHED)), |old, new| {
+        !unchanged(old, new)
+    });
     (cached, changed)
 }
 
-/// The cache of the operator's PodDisruptionBudgets, and the stream of created, changed and
-/// deleted ones that fills it. The watch asks for metadata only (an `Api` of
-/// `PartialObjectMeta`).
-pub fn budgets(client: Client) -> (Store<CachedBudget>, Objects<CachedBudget>) {
-    let (cached, writer) = store();
-    let events = watcher(Api::<CachedBudget>::all(client), ours())
-        .modify(|budget: &mut CachedBudget| identity_and_owners(&mut budget.metadata));
-    let touched = reflector(writer, events).touched_objects().boxed();
+/// The cache of the operator's children of kind `K`, and the stream of the ones whose change
+/// wakes their owner. `Api<K::Cached>` says what is fetched: whole objects, or metadata only
+/// for a `PartialObjectMeta`.
+fn children<K>(
+    client: Client,
+    own: Arc<OwnWrites>,
+    reduce: impl Fn(&mut K::Cached) + Send + Sync + 'static,
+    wakes: impl Fn(Option<&K::Cached>, &K::Cached) -> bool + Send + 'static,
+) -> (Store<K::Cached>, Objects<K::Cached>)
+where
+    K: Child,
+    K::Cached: Lookup<DynamicType = ()> + DeserializeOwned + Debug,
+{
+    let writer = Writer::default();
+    let cached = writer.as_reader();
+    let events = watcher(Api::<K::Cached>::all(client), ours())
+        .default_backoff()
+        .modify(reduce);
+    let touched = reflect(events, writer, Some((own, K::KIND)), wakes);
     (cached, touched)
+}
+
+/// The operator's StatefulSets, reduced by [`reduce_statefulset`]; a change of what is kept
+/// wakes the owner.
+pub fn statefulsets(
+    client: Client,
+    own: Arc<OwnWrites>,
+) -> (Store<StatefulSet>, Objects<StatefulSet>) {
+    children::<StatefulSet>(client, own, reduce_statefulset, |old, new| {
+        !unchanged(old, new)
+    })
+}
+
+/// The operator's Services, metadata only. Any new resourceVersion wakes the owner: it is the
+/// only sign of a changed spec.
+pub fn services(
+    client: Client,
+    own: Arc<OwnWrites>,
+) -> (Store<CachedService>, Objects<CachedService>) {
+    children::<Service>(
+        client,
+        own,
+        |service: &mut CachedService| {
+            service.types = None;
+            child_metadata(&mut service.metadata);
+        },
+        |old, new| old.is_none_or(|old| old.metadata != new.metadata),
+    )
+}
+
+/// The operator's PodDisruptionBudgets, metadata only; a change of what is kept (not the
+/// disruption controller's status updates) wakes the owner.
+pub fn budgets(
+    client: Client,
+    own: Arc<OwnWrites>,
+) -> (Store<CachedBudget>, Objects<CachedBudget>) {
+    children::<PodDisruptionBudget>(
+        client,
+        own,
+        |budget: &mut CachedBudget| {
+            budget.types = None;
+            child_metadata(&mut budget.metadata);
+        },
+        |old, new| {
+            !old.is_some_and(|old| {
+                let mut old = old.metadata.clone();
+                old.resource_version = new.metadata.resource_version.clone();
+                old == new.metadata
+            })
+        },
+    )
+}
+
+/// The pods of the operator's StatefulSets, reduced by [`reduce_pod`]; a pod that appears,
+/// goes, or changes readiness or deletion wakes its Memcached.
+pub fn pods(client: Client) -> (Store<Pod>, Objects<Pod>) {
+    let writer = Writer::default();
+    let cached = writer.as_reader();
+    let events = watcher(Api::<Pod>::all(client), ours())
+        .default_backoff()
+        .modify(reduce_pod);
+    let changed = reflect(events, writer, None, |old, new| !unchanged(old, new));
+    (cached, changed)
+}
+
+/// The Memcached a cached pod serves, from its instance label.
+pub fn owner_of_pod(pod: &Pod) -> Option<ObjectRef<Memcached>> {
+    let name = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?;
+    Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
+}
+
+/// The cached pod `name` in `namespace`, if it serves the Memcached `instance`.
+pub fn pod_of(pods: &Store<Pod>, namespace: &str, name: &str, instance: &str) -> Option<Arc<Pod>> {
+    pods.get(&ObjectRef::new(name).within(namespace))
+        .filter(|pod| owner_of_pod(pod).is_some_and(|owner| owner.name == instance))
 }
 
 #[cfg(test)]
@@ -148,10 +424,15 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_budget_is_its_identity_and_owners_only() {
+    fn a_cached_budget_is_what_judging_it_reads() {
         let watched = testdata("watched-budget-metadata.json");
         let mut budget: CachedBudget = serde_json::from_value(watched).expect("decodes");
-        identity_and_owners(&mut budget.metadata);
+        budget
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(APPLIED_HASH_ANNOTATION.into(), "00112233aabbccdd".into());
+        child_metadata(&mut budget.metadata);
         assert_eq!(
             serde_json::to_value(&budget.metadata).expect("encodes"),
             json!({
@@ -159,6 +440,14 @@ mod tests {
                 "namespace": "shop",
                 "uid": "5d0c1f0e-7a39-4c55-9b1e-2f7de1a4c3b2",
                 "resourceVersion": "48213",
+                "generation": 1,
+                "labels": {
+                    "app.kubernetes.io/component": "cache",
+                    "app.kubernetes.io/instance": "cache",
+                    "app.kubernetes.io/managed-by": "memcached-operator",
+                    "app.kubernetes.io/name": "memcached"
+                },
+                "annotations": {APPLIED_HASH_ANNOTATION: "00112233aabbccdd"},
                 "ownerReferences": [{
                     "apiVersion": "cache.f2367556.dev/v1beta1",
                     "kind": "Memcached",
@@ -169,5 +458,82 @@ mod tests {
                 }]
             })
         );
+    }
+
+    #[test]
+    fn a_cached_statefulset_has_no_spec_and_three_status_fields() {
+        let mut statefulset: StatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "cache", "namespace": "shop", "uid": "u", "generation": 4,
+                         "resourceVersion": "9", "annotations": {"a": "b"},
+                         "managedFields": [{"manager": "memcached-operator"}]},
+            "spec": {"replicas": 3, "selector": {}, "serviceName": "cache",
+                     "template": {"spec": {"containers": [{"name": "memcached"}]}}},
+            "status": {"replicas": 3, "updatedReplicas": 2, "observedGeneration": 4,
+                       "readyReplicas": 1, "currentRevision": "cache-1",
+                       "conditions": [{"type": "X", "status": "True"}]}
+        }))
+        .expect("decodes");
+        reduce_statefulset(&mut statefulset);
+        assert_eq!(
+            serde_json::to_value(&statefulset).expect("encodes"),
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "cache", "namespace": "shop", "uid": "u",
+                             "generation": 4, "resourceVersion": "9"},
+                "status": {"replicas": 3, "updatedReplicas": 2, "observedGeneration": 4}
+            })
+        );
+    }
+
+    #[test]
+    fn a_cached_pod_is_its_name_instance_deletion_and_readiness() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "cache-1", "namespace": "shop", "uid": "u",
+                         "resourceVersion": "12",
+                         "deletionTimestamp": "2026-05-02T09:14:08Z",
+                         "labels": {"app.kubernetes.io/instance": "cache",
+                                    "app.kubernetes.io/name": "memcached"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                              "name": "cache", "uid": "s"}]},
+            "spec": {"containers": [{"name": "memcached"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                       "conditions": [
+                           {"type": "PodScheduled", "status": "True"},
+                           {"type": "Ready", "status": "True",
+                            "lastTransitionTime": "2026-05-02T09:14:08Z"}]}
+        }))
+        .expect("decodes");
+        reduce_pod(&mut pod);
+        assert_eq!(
+            serde_json::to_value(&pod).expect("encodes"),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "cache-1", "namespace": "shop",
+                             "deletionTimestamp": "2026-05-02T09:14:08Z",
+                             "labels": {"app.kubernetes.io/instance": "cache"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+            })
+        );
+        assert_eq!(
+            owner_of_pod(&pod),
+            Some(ObjectRef::new("cache").within("shop"))
+        );
+    }
+
+    #[test]
+    fn only_a_change_beyond_the_resource_version_counts() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("cache-0".into());
+        pod.metadata.resource_version = Some("1".into());
+        let mut later = pod.clone();
+        later.metadata.resource_version = Some("2".into());
+        assert!(unchanged(Some(&pod), &later));
+        assert!(!unchanged(None, &later));
+        later.metadata.deletion_timestamp = pod.metadata.creation_timestamp.clone().or(Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        ));
+        assert!(!unchanged(Some(&pod), &later));
     }
 }

@@ -1,14 +1,118 @@
-//! Decides whether a live child already says everything its desired state says, so that
-//! reconciling an unchanged Memcached issues no write at all.
+//! Decides whether a child needs a write: first from the cache, without a request, and when
+//! the cache cannot tell, by comparing the live child field by field with its desired state.
 //!
-//! The comparison is a subset check on JSON: fields the API server adds (defaults, status,
-//! managed fields) are ignored; fields we set must be present and equal. Quantities under
-//! `resources` compare by value, because the API server rewrites them in canonical form
-//! (`1024Mi` is stored as `1Gi`).
+//! From the cache ([`judge`]): every child the controller applies carries
+//! [`APPLIED_HASH_ANNOTATION`], a hash of the desired state it was applied with. A child whose
+//! hash differs from today's desired state, whose labels or owner lack what the desired
+//! state says, or that is missing, is written. One that matches, at the spec version the
+//! controller last applied or verified it at ([`Known`]), is current. Anything else (someone
+//! else changed its spec, or the controller restarted and knows nothing yet) is verified:
+//! fetched and compared.
+//!
+//! The comparison ([`first_difference`]) is a subset check on JSON: fields the API server adds
+//! (defaults, status, managed fields) are ignored; fields we set must be present and equal.
+//! Quantities under `resources` compare by value, because the API server rewrites them in
+//! canonical form (`1024Mi` is stored as `1Gi`).
+//!
+//! Pure: no request, no clock.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
+use super::own_writes::{Known, hash64};
 use crate::api::sizes::parse_quantity_millis;
+
+/// The annotation on each child that holds the hash of the desired state it was applied with.
+pub const APPLIED_HASH_ANNOTATION: &str = "cache.f2367556.dev/applied-hash";
+
+/// What a child needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing: it says what the desired state says.
+    Current,
+    /// A write; the reason names what differs.
+    Write(&'static str),
+    /// The cache cannot tell: fetch the child and compare it.
+    Verify,
+}
+
+/// Puts the hash of `desired` (as it is before the stamp) into its [`APPLIED_HASH_ANNOTATION`]
+/// and returns it. The hash is SHA-256 over the object's JSON, so it is the same in every
+/// build of the operator that wants the same object.
+pub fn stamp<K: Resource + Serialize>(desired: &mut K) -> u64 {
+    let json = serde_json::to_vec(desired).unwrap_or_default();
+    let digest = Sha256::digest(&json);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    let hash = u64::from_be_bytes(first);
+    desired
+        .meta_mut()
+        .annotations
+        .get_or_insert_default()
+        .insert(APPLIED_HASH_ANNOTATION.into(), format!("{hash:016x}"));
+    hash
+}
+
+/// The hash a child was applied with, from its annotation.
+pub fn stamped(metadata: &ObjectMeta) -> Option<u64> {
+    let text = metadata
+        .annotations
+        .as_ref()?
+        .get(APPLIED_HASH_ANNOTATION)?;
+    u64::from_str_radix(text, 16).ok()
+}
+
+/// Whether `have` lacks or contradicts anything in `want`, compared as JSON.
+fn lacks<T: Serialize>(want: &T, have: &T) -> bool {
+    match (serde_json::to_value(want), serde_json::to_value(have)) {
+        (Ok(want), Ok(have)) => differs(&want, &have),
+        _ => true,
+    }
+}
+
+/// What is known of a child now, to remember after applying or verifying it.
+pub fn known(live: &ObjectMeta, version: Option<u64>, desired: u64) -> Known {
+    Known {
+        uid: hash64(&live.uid),
+        version: version.unwrap_or_default(),
+        desired,
+    }
+}
+
+/// Judges a child from the cache: `desired` is the stamped desired metadata, `cached` the
+/// child's cached metadata with its spec `version`, and `known` what the controller last knew
+/// of it.
+pub fn judge(
+    desired: &ObjectMeta,
+    cached: Option<(&ObjectMeta, Option<u64>)>,
+    known: Option<Known>,
+) -> Verdict {
+    let hash = stamped(desired).unwrap_or_default();
+    let Some((cached, version)) = cached else {
+        // Applied moments ago and not seen yet, or gone while the watch was down: ask.
+        return match known {
+            Some(known) if known.desired == hash => Verdict::Verify,
+            _ => Verdict::Write("missing"),
+        };
+    };
+    if stamped(cached) != Some(hash) {
+        return Verdict::Write("desired state changed");
+    }
+    if lacks(&desired.labels, &cached.labels) {
+        return Verdict::Write(".metadata.labels");
+    }
+    if lacks(&desired.owner_references, &cached.owner_references) {
+        return Verdict::Write(".metadata.ownerReferences");
+    }
+    if known == Some(self::known(cached, version, hash)) {
+        Verdict::Current
+    } else {
+        Verdict::Verify
+    }
+}
 
 /// Whether `live` lacks or contradicts anything in `desired`.
 pub fn differs(desired: &Value, live: &Value) -> bool {
@@ -103,6 +207,120 @@ mod tests {
             Some(".spec")
         );
         assert_eq!(first_difference(&desired, &desired), None);
+    }
+
+    fn stamped_meta(labels: &[(&str, &str)]) -> ObjectMeta {
+        let mut service = k8s_openapi::api::core::v1::Service {
+            metadata: ObjectMeta {
+                name: Some("cache".into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Default::default()
+        };
+        stamp(&mut service);
+        service.metadata
+    }
+
+    fn cached(desired: &ObjectMeta) -> ObjectMeta {
+        let mut cached = desired.clone();
+        cached.uid = Some("u-1".into());
+        cached
+            .labels
+            .get_or_insert_default()
+            .insert("added-by-someone".into(), "x".into());
+        cached
+    }
+
+    #[test]
+    fn the_stamp_is_a_stable_hash_of_the_object_before_it() {
+        let a = stamped_meta(&[("app", "a")]);
+        let again = stamped_meta(&[("app", "a")]);
+        let b = stamped_meta(&[("app", "b")]);
+        assert_eq!(stamped(&a), stamped(&again));
+        assert_ne!(stamped(&a), stamped(&b));
+        assert_eq!(
+            a.annotations.as_ref().expect("annotated")[APPLIED_HASH_ANNOTATION].len(),
+            16
+        );
+    }
+
+    #[test]
+    fn a_child_the_cache_lacks_is_written_unless_the_controller_just_wrote_it() {
+        let desired = stamped_meta(&[("app", "a")]);
+        assert_eq!(judge(&desired, None, None), Verdict::Write("missing"));
+        let ours = known(
+            &cached(&desired),
+            Some(1),
+            stamped(&desired).expect("stamped"),
+        );
+        assert_eq!(judge(&desired, None, Some(ours)), Verdict::Verify);
+        let older = Known {
+            desired: ours.desired ^ 1,
+            ..ours
+        };
+        assert_eq!(
+            judge(&desired, None, Some(older)),
+            Verdict::Write("missing")
+        );
+    }
+
+    #[test]
+    fn a_cached_child_at_the_known_version_with_todays_hash_is_current() {
+        let desired = stamped_meta(&[("app", "a")]);
+        let child = cached(&desired);
+        let hash = stamped(&desired).expect("stamped");
+        let ours = known(&child, Some(3), hash);
+        assert_eq!(
+            judge(&desired, Some((&child, Some(3))), Some(ours)),
+            Verdict::Current
+        );
+        // Someone else changed its spec: a new generation.
+        assert_eq!(
+            judge(&desired, Some((&child, Some(4))), Some(ours)),
+            Verdict::Verify
+        );
+        // Re-created by someone else: a new uid.
+        let mut recreated = child.clone();
+        recreated.uid = Some("u-2".into());
+        assert_eq!(
+            judge(&desired, Some((&recreated, Some(3))), Some(ours)),
+            Verdict::Verify
+        );
+        // The controller restarted.
+        assert_eq!(
+            judge(&desired, Some((&child, Some(3))), None),
+            Verdict::Verify
+        );
+    }
+
+    #[test]
+    fn a_new_desired_state_or_missing_labels_are_written_from_the_cache() {
+        let desired = stamped_meta(&[("app", "a")]);
+        let child = cached(&desired);
+        let ours = known(&child, Some(3), stamped(&desired).expect("stamped"));
+        let changed = stamped_meta(&[("app", "b")]);
+        assert_eq!(
+            judge(&changed, Some((&child, Some(3))), Some(ours)),
+            Verdict::Write("desired state changed")
+        );
+        let mut unlabelled = child.clone();
+        unlabelled.labels = None;
+        assert_eq!(
+            judge(&desired, Some((&unlabelled, Some(3))), Some(ours)),
+            Verdict::Write(".metadata.labels")
+        );
+        let mut unstamped = child;
+        unstamped.annotations = None;
+        assert_eq!(
+            judge(&desired, Some((&unstamped, Some(3))), Some(ours)),
+            Verdict::Write("desired state changed")
+        );
     }
 
     #[test]

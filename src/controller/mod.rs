@@ -3,45 +3,54 @@
 //!
 //! This is the shell around pure parts: `children` builds the desired objects, `drift`
 //! decides whether a write is needed, `status` computes conditions; `cache` says what is kept
-//! in memory of each kind watched. Specs are defaulted and validated here too (defense in
-//! depth), so an invalid object that slipped past missing webhooks is reported as
-//! Degraded/InvalidSpec and changes nothing.
+//! in memory of each kind watched, `own_writes` what the controller remembers of its own
+//! writes, `events` publishes Events. Reconciling reads only the caches: a Memcached whose
+//! children and status are as they should be costs no request. Specs are defaulted and
+//! validated here too (defense in depth), so an invalid object that slipped past missing
+//! webhooks is reported as Degraded/InvalidSpec and changes nothing.
 
 pub mod cache;
 pub mod children;
 pub mod drift;
+pub mod events;
 pub mod metrics;
+pub mod own_writes;
 pub mod status;
+pub mod watches;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use thiserror::Error;
 use tracing::{info, warn};
 
-use self::cache::CachedBudget;
+use self::cache::{CachedBudget, Child};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
+use self::drift::Verdict;
+use self::events::Events;
 use self::metrics::Metrics;
+use self::own_writes::OwnWrites;
 use self::status::{Observed, Problem, desired_status};
+use self::watches::Children;
 use crate::admission::{Defaults, default_spec, validate_create};
-use crate::api::v1beta1::Memcached;
+use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached};
 use crate::operator;
 
-/// How long to wait before looking again at a Memcached that reconciled cleanly.
+/// How long to wait before looking again at a Memcached that reconciled cleanly. Such a look
+/// reads only the caches, so it costs no request unless something differs; it repairs what a
+/// lost watch event would otherwise leave (a child deleted while a watch was re-listing).
 pub const RESYNC: Duration = Duration::from_secs(300);
+/// How long a reconcile may run before the controller warns that it is still waiting.
+pub const SLOW_RECONCILE: Duration = Duration::from_secs(30);
 /// The first retry delay after a failure; it doubles per consecutive failure.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest retry delay.
@@ -87,7 +96,7 @@ pub struct Context {
     /// How pods must run on this cluster.
     pub platform: Platform,
     /// Publishes Events.
-    pub recorder: Recorder,
+    pub events: Events,
     /// Reconciliation metrics.
     pub metrics: Metrics,
     /// Consecutive failures per object, for the backoff.
@@ -99,12 +108,12 @@ pub struct Context {
 impl Context {
     /// Creates the shared context.
     pub fn new(client: Client, defaults: Defaults, platform: Platform, metrics: Metrics) -> Self {
-        let reporter = Reporter {
-            controller: operator::NAME.into(),
-            instance: std::env::var("HOSTNAME").ok(),
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Events::new(
+                client.clone(),
+                operator::NAME,
+                std::env::var("HOSTNAME").ok(),
+            ),
             client,
             defaults,
             platform,
@@ -183,11 +192,12 @@ pub async fn run_controller(
     }
 }
 
-/// What one run of the controller shares: the process's context, and the caches this run
-/// fills that reconciling reads besides the Memcached it is given.
+/// What one run of the controller shares: the process's context, the caches of children this
+/// run fills, and its memory of its own writes.
 struct Run {
     context: Arc<Context>,
-    budgets: Store<CachedBudget>,
+    own: Arc<OwnWrites>,
+    children: Children,
 }
 
 async fn controller(
@@ -196,27 +206,40 @@ async fn controller(
 ) {
     let client = context.client.clone();
     let config = kube::runtime::controller::Config::default().concurrency(context.concurrency);
-    let (memcacheds, changed) = cache::memcacheds(client.clone());
-    let (budgets, budgets_touched) = cache::budgets(client.clone());
-    Controller::for_stream(changed, memcacheds)
+    let own = Arc::new(OwnWrites::default());
+    let (children, woken) = Children::follow(client.clone(), own.clone());
+    let (memcacheds, changed) = cache::memcacheds(client, own.clone());
+    let run = Arc::new(Run {
+        context,
+        own,
+        children,
+    });
+    let reconciling = Controller::for_stream(changed, memcacheds)
         .with_config(config)
-        .owns(Api::<StatefulSet>::all(client.clone()), cache::ours())
-        .owns(Api::<Service>::all(client), cache::ours())
-        .owns_stream(budgets_touched)
+        .reconcile_on(woken)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(Run { context, budgets }))
+        .run(reconcile, error_policy, run.clone())
         .for_each(|result| async move {
             match result {
                 Ok((object, _)) => tracing::debug!(memcached = %object, "reconciled"),
-                // A watch that fails (the CRD missing, listing forbidden) keeps everything from
-                // being reconciled: say so. Failed reconciles are logged by `error_policy`.
+                // A watch of Memcacheds that fails (the CRD missing, listing forbidden) keeps
+                // everything from being reconciled: say so. Failed reconciles are logged by
+                // `error_policy`, failed watches of children by `watches`.
                 Err(kube::runtime::controller::Error::QueueError(error)) => {
-                    warn!(%error, "watching failed; retrying with backoff")
+                    warn!(%error, kind = "Memcacheds", "watching failed; retrying with backoff")
                 }
                 Err(error) => tracing::debug!(%error, "reconcile loop"),
             }
-        })
-        .await;
+        });
+    // Reconciles wait for the children's caches (`reconcile_one`); this says why, if it lasts.
+    let say_why = async {
+        run.children.listed_or_say_which_not().await;
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        () = reconciling => {}
+        () = say_why => {}
+    }
 }
 
 fn error_policy(object: Arc<Memcached>, error: &Error, run: Arc<Run>) -> Action {
@@ -246,15 +269,45 @@ fn api_error(
     }
 }
 
+/// Reconciles one Memcached, and says so every [`SLOW_RECONCILE`] while it has not finished:
+/// its requests carry no deadline of their own, and a request the API server never answers
+/// would otherwise hold the object (and a slot of `--max-concurrent-reconciles`) in silence.
 async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Error> {
+    let memcached = format!(
+        "{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    );
+    let work = reconcile_one(object, run);
+    let mut work = std::pin::pin!(work);
+    let mut running = Duration::ZERO;
+    loop {
+        tokio::select! {
+            done = &mut work => return done,
+            () = tokio::time::sleep(SLOW_RECONCILE) => {
+                running += SLOW_RECONCILE;
+                warn!(%memcached, running_s = running.as_secs(), "a reconcile waits for the API server");
+            }
+        }
+    }
+}
+
+async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Error> {
     let context = &run.context;
     let _timer = context.metrics.measure();
     if object.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change()); // the garbage collector removes the children
     }
+    // Judging a child from a cache still being filled would re-create what exists.
+    run.children.listed().await;
     let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
     let mut effective = (*object).clone();
     effective.spec = default_spec(&object.spec, &context.defaults);
+    // A status this controller wrote whose echo the cache has not seen yet is the newer one.
+    if let Some(written) = run.own.written_status(&object.metadata) {
+        effective.status = Some(written);
+    }
     let problem = match validate_create(&effective) {
         Ok(_) => None,
         Err(denial) => {
@@ -263,56 +316,61 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
         }
     };
 
-    let client = &context.client;
-    let statefulsets = Api::<StatefulSet>::namespaced(client.clone(), &namespace);
     let mut failure = None;
-    let statefulset = if problem.is_none() {
+    let mut statefulset = None;
+    if problem.is_none() {
         let applied = async {
             let sts = ensure(
-                context,
+                &run,
                 &object,
-                &statefulsets,
-                "StatefulSet",
                 desired_statefulset(&effective, context.platform),
+                &run.children.statefulsets,
             )
             .await?;
-            let services = Api::<Service>::namespaced(client.clone(), &namespace);
             ensure(
-                context,
+                &run,
                 &object,
-                &services,
-                "Service",
                 desired_service(&effective),
+                &run.children.services,
             )
             .await?;
-            let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &namespace);
             match desired_pdb(&effective) {
                 Some(pdb) => {
-                    ensure(context, &object, &pdbs, "PodDisruptionBudget", pdb).await?;
+                    ensure(&run, &object, pdb, &run.children.budgets).await?;
                 }
-                None => remove_budget(context, &run.budgets, &object, &pdbs).await?,
+                None => remove_budget(&run, &object).await?,
             }
             Ok::<_, Error>(sts)
         }
         .await;
         match applied {
-            Ok(sts) => Some(sts),
-            Err(error) => {
-                failure = Some(error);
-                None
-            }
+            Ok(sts) => statefulset = Some(sts),
+            Err(error) => failure = Some(error),
         }
-    } else {
-        None
-    };
-    let statefulset = match statefulset {
-        Some(sts) => Some(sts),
-        None => statefulsets
-            .get_opt(&object.name_any())
-            .await
-            .map_err(|e| api_error("get", "StatefulSet", &object, e))?,
-    };
-    let ready_ordinals = ready_ordinals(context, &object).await?;
+    }
+    let statefulset = statefulset.or_else(|| {
+        let cached = run
+            .children
+            .statefulsets
+            .get(&ObjectRef::new(&name).within(&namespace));
+        cached.map(|sts| (*sts).clone())
+    });
+    let replicas = effective
+        .spec
+        .replicas
+        .unwrap_or(DEFAULT_REPLICAS)
+        .clamp(0, MAX_REPLICAS);
+    let ready_ordinals = (0..replicas)
+        .filter(|i| {
+            cache::pod_of(
+                &run.children.pods,
+                &namespace,
+                &format!("{name}-{i}"),
+                &name,
+            )
+            .is_some_and(|pod| status::serving(&pod))
+        })
+        .collect();
     let problem = problem.or_else(|| {
         failure
             .as_ref()
@@ -328,70 +386,98 @@ async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, Erro
         problem.as_ref(),
         &now,
     );
-    if object.status.as_ref() != Some(&status) {
-        let memcacheds = Api::<Memcached>::namespaced(client.clone(), &namespace);
-        memcacheds
+    if effective.status.as_ref() != Some(&status) {
+        let memcacheds = Api::<Memcached>::namespaced(context.client.clone(), &namespace);
+        let patched = memcacheds
             .patch_status(
-                &object.name_any(),
+                &name,
                 &PatchParams::default(),
                 &Patch::Merge(serde_json::json!({ "status": status })),
             )
             .await
             .map_err(|e| api_error("patch status of", "Memcached", &object, e))?;
+        run.own.wrote_status(&patched.metadata, status);
     }
     if let Some(error) = failure {
-        publish(
-            context,
-            &object,
-            EventType::Warning,
-            "ReconcileFailed",
-            error.to_string(),
-            None,
-        )
-        .await;
+        context
+            .events
+            .warn(&object, "ReconcileFailed", error.to_string())
+            .await;
         return Err(error);
     }
     if let Some(Problem::InvalidSpec(message)) = &problem {
-        publish(
-            context,
-            &object,
-            EventType::Warning,
-            "InvalidSpec",
-            message.clone(),
-            None,
-        )
-        .await;
+        context
+            .events
+            .warn(&object, "InvalidSpec", message.clone())
+            .await;
         return Ok(Action::await_change());
     }
     context.clear_failures(&object);
+    context.events.clear(&object.metadata);
     Ok(Action::requeue(RESYNC))
 }
 
-/// Applies `desired` with server-side apply unless the live object already matches it.
+/// Brings one child to its desired state, judged from the cache; returns what the cache keeps
+/// of it now.
+///
+/// The desired object is stamped with its hash ([`drift::stamp`]). A current child costs no
+/// request; one the cache cannot judge is fetched and compared field by field; one that
+/// differs or is missing is written with server-side apply, and the answer is remembered
+/// ([`OwnWrites`]) so that its echo on the watch wakes nothing.
 async fn ensure<K>(
-    context: &Context,
+    run: &Run,
     owner: &Memcached,
-    api: &Api<K>,
-    kind: &'static str,
-    desired: K,
-) -> Result<K, Error>
+    mut desired: K,
+    cache: &Store<K::Cached>,
+) -> Result<K::Cached, Error>
 where
-    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
+    let context = &run.context;
+    let kind = K::KIND;
+    let hash = drift::stamp(&mut desired);
     let name = owner.name_any();
-    let live = api
-        .get_opt(&name)
-        .await
-        .map_err(|e| api_error("get", kind, owner, e))?;
-    if let Some(live) = &live {
-        let (want, have) = (serde_json::to_value(&desired), serde_json::to_value(live));
-        if let (Ok(want), Ok(have)) = (want, have) {
-            match drift::first_difference(&want, &have) {
-                None => return Ok(live.clone()),
-                Some(path) => info!(
-                    memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()),
-                    kind, field = %path, "child differs from its desired state"
-                ),
+    let namespace = owner.namespace().unwrap_or_default();
+    let memcached = format!("{namespace}/{name}");
+    let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
+    let known = run.own.known(kind, desired.meta());
+    let judged = cached
+        .as_deref()
+        .map(|c| (c.meta(), K::spec_version(c.meta())));
+    let api = Api::<K>::namespaced(context.client.clone(), &namespace);
+    let mut exists = cached.is_some();
+    match (drift::judge(desired.meta(), judged, known), cached) {
+        (Verdict::Current, Some(cached)) => return Ok((*cached).clone()),
+        (Verdict::Write(reason), _) if exists => {
+            info!(memcached = %memcached, kind, field = %reason, "child differs from its desired state")
+        }
+        (Verdict::Write(_), _) => {}
+        (Verdict::Current | Verdict::Verify, _) => {
+            let live = api
+                .get_opt(&name)
+                .await
+                .map_err(|e| api_error("get", kind, owner, e))?;
+            exists = live.is_some();
+            if let Some(live) = live {
+                let (want, have) = (serde_json::to_value(&desired), serde_json::to_value(&live));
+                let difference = match (want, have) {
+                    (Ok(want), Ok(have)) => drift::first_difference(&want, &have),
+                    _ => Some(String::new()),
+                };
+                match difference {
+                    None => {
+                        let version = K::spec_version(live.meta());
+                        run.own.learn(
+                            kind,
+                            desired.meta(),
+                            drift::known(live.meta(), version, hash),
+                        );
+                        return Ok(K::cached(live));
+                    }
+                    Some(path) => {
+                        info!(memcached = %memcached, kind, field = %path, "child differs from its desired state")
+                    }
+                }
             }
         }
     }
@@ -404,40 +490,39 @@ where
         )
         .await
         .map_err(|e| api_error("apply", kind, owner, e))?;
-    let (reason, verb) = if live.is_some() {
+    run.own.wrote(kind, applied.meta());
+    let version = K::spec_version(applied.meta());
+    run.own.learn(
+        kind,
+        applied.meta(),
+        drift::known(applied.meta(), version, hash),
+    );
+    let (reason, verb) = if exists {
         ("Updated", "updated")
     } else {
         ("Created", "created")
     };
-    info!(memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()), kind, verb, "child written");
+    info!(memcached = %memcached, kind, verb, "child written");
     let related = applied.object_ref(&());
-    publish(
-        context,
-        owner,
-        EventType::Normal,
-        reason,
-        format!("{kind} {name} {verb}"),
-        Some(related),
-    )
-    .await;
-    Ok(applied)
+    context
+        .events
+        .changed(owner, reason, format!("{kind} {name} {verb}"), related)
+        .await;
+    Ok(K::cached(applied))
 }
 
 /// Deletes the Memcached's PodDisruptionBudget if one it owns exists.
 ///
-/// Whether one exists comes from the cache of budgets (those labelled as the operator's)
-/// once that has been listed, so the common case, none, costs no request; before that, it is
-/// fetched (metadata only). The delete is conditional on the uid seen, and a budget already
-/// gone counts as removed: the cache may lag behind a deletion.
-async fn remove_budget(
-    context: &Context,
-    budgets: &Store<CachedBudget>,
-    owner: &Memcached,
-    api: &Api<PodDisruptionBudget>,
-) -> Result<(), Error> {
+/// Whether one exists comes from the cache of budgets, so the common case, none, costs no
+/// request; only a budget the controller applied that the cache has not seen yet is looked
+/// up (metadata only). The delete is conditional on the uid seen, and a budget already gone
+/// counts as removed: the cache may lag behind a deletion.
+async fn remove_budget(run: &Run, owner: &Memcached) -> Result<(), Error> {
     const KIND: &str = "PodDisruptionBudget";
+    let context = &run.context;
     let name = owner.name_any();
     let namespace = owner.namespace().unwrap_or_default();
+    let api = Api::<PodDisruptionBudget>::namespaced(context.client.clone(), &namespace);
     let owned_uid = |budget: &CachedBudget| {
         let owner_uid = owner.uid().unwrap_or_default();
         let owned = budget
@@ -448,25 +533,29 @@ async fn remove_budget(
             .any(|o| o.uid == owner_uid);
         owned.then(|| budget.metadata.uid.clone()).flatten()
     };
-    let listed = budgets
-        .wait_until_ready()
-        .now_or_never()
-        .is_some_and(|ready| ready.is_ok());
-    let uid = if listed {
-        budgets
-            .get(&ObjectRef::new(&name).within(&namespace))
-            .and_then(|budget| owned_uid(&budget))
-    } else {
-        api.get_metadata_opt(&name)
+    let cached = run
+        .children
+        .budgets
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let unseen = ObjectMeta {
+        name: Some(name.clone()),
+        namespace: Some(namespace.clone()),
+        ..ObjectMeta::default()
+    };
+    let uid = match cached {
+        Some(budget) => owned_uid(&budget),
+        None if run.own.known(KIND, &unseen).is_some() => api
+            .get_metadata_opt(&name)
             .await
             .map_err(|e| api_error("get", KIND, owner, e))?
-            .and_then(|budget| owned_uid(&budget))
+            .and_then(|budget| owned_uid(&budget)),
+        None => None,
     };
     let Some(uid) = uid else { return Ok(()) };
     context.metrics.child_written(KIND);
     let only_that_one = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: Some(uid),
+            uid: Some(uid.clone()),
             resource_version: None,
         }),
         ..DeleteParams::default()
@@ -476,67 +565,21 @@ async fn remove_budget(
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(error) => return Err(api_error("delete", KIND, owner, error)),
     }
-    publish(
-        context,
-        owner,
-        EventType::Normal,
-        "Deleted",
-        format!("{KIND} {name} deleted"),
-        None,
-    )
-    .await;
-    Ok(())
-}
-
-/// Ordinals of the Memcached's pods that are Ready and not being deleted.
-async fn ready_ordinals(context: &Context, object: &Memcached) -> Result<Vec<i32>, Error> {
-    let pods = Api::<Pod>::namespaced(
-        context.client.clone(),
-        &object.namespace().unwrap_or_default(),
-    );
-    let list = pods
-        .list(&ListParams::default().labels(&children::selector_string(object)))
-        .await
-        .map_err(|e| api_error("list", "Pod", object, e))?;
-    let prefix = format!("{}-", object.name_any());
-    Ok(list
-        .items
-        .iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .filter_map(|pod| pod.name_any().strip_prefix(&prefix)?.parse().ok())
-        .collect())
-}
-
-/// Publishes an Event about `object`; `related` names the child it concerns, which also keeps
-/// events about different children from being folded into one series.
-async fn publish(
-    context: &Context,
-    object: &Memcached,
-    type_: EventType,
-    reason: &str,
-    note: String,
-    related: Option<k8s_openapi::api::core::v1::ObjectReference>,
-) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: related,
+    run.own.forget(KIND, &unseen);
+    info!(memcached = %format!("{namespace}/{name}"), kind = KIND, verb = "deleted", "child written");
+    let related = ObjectReference {
+        api_version: Some("policy/v1".into()),
+        kind: Some(KIND.into()),
+        name: Some(name.clone()),
+        namespace: Some(namespace),
+        uid: Some(uid),
+        ..ObjectReference::default()
     };
-    if let Err(error) = context
-        .recorder
-        .publish(&event, &object.object_ref(&()))
-        .await
-    {
-        warn!(%error, "could not publish an event");
-    }
+    context
+        .events
+        .changed(owner, "Deleted", format!("{KIND} {name} deleted"), related)
+        .await;
+    Ok(())
 }
 
 #[cfg(test)]

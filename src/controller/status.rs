@@ -6,6 +6,7 @@
 //! latest observation.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
@@ -36,6 +37,16 @@ pub struct Observed {
     pub statefulset: Option<StatefulSet>,
     /// Ordinals of the pods that are Ready.
     pub ready_ordinals: Vec<i32>,
+}
+
+/// Whether a pod serves: its Ready condition is True and it is not being deleted.
+pub fn serving(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn condition(
@@ -373,6 +384,27 @@ mod tests {
             at(100),
             "Degraded stayed False"
         );
+    }
+
+    #[test]
+    fn a_pod_serves_when_ready_and_not_being_deleted() {
+        let pod = |ready: Option<&str>, deleting: bool| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": "cache-0",
+                    "deletionTimestamp": deleting.then_some("2026-05-02T09:14:08Z"),
+                },
+                "status": {"conditions": ready.map(|status| vec![
+                    serde_json::json!({"type": "PodScheduled", "status": "True"}),
+                    serde_json::json!({"type": "Ready", "status": status}),
+                ])},
+            }))
+            .expect("a pod")
+        };
+        assert!(serving(&pod(Some("True"), false)));
+        assert!(!serving(&pod(Some("True"), true)));
+        assert!(!serving(&pod(Some("False"), false)));
+        assert!(!serving(&pod(None, false)));
     }
 
     #[test]

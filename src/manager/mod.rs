@@ -95,9 +95,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub reconcile_shutdown_timeout: Duration,
 
-    /// Memcacheds reconciled at once (0: no bound). Each reconcile makes a few API requests,
-    /// so this bounds the operator's share of the API server during a burst of creates.
-    #[arg(long, default_value_t = 0)]
+    /// Memcacheds reconciled at once (0: no bound). Each reconcile that writes makes a few
+    /// API requests over a connection of its own, so this bounds the operator's connections
+    /// and share of the API server during a burst; at 16 a burst of 1,000 creates is
+    /// reconciled as fast as without a bound (docs/performance.md).
+    #[arg(long, default_value_t = 16)]
     pub max_concurrent_reconciles: u16,
 }
 

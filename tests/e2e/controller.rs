@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, ResourceRequirements, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -21,6 +22,8 @@ use memcached_operator::admission::{Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::controller::cache;
 use memcached_operator::controller::children::CONFIG_HASH_ANNOTATION;
+use memcached_operator::controller::drift::APPLIED_HASH_ANNOTATION;
+use memcached_operator::controller::own_writes::OwnWrites;
 use serde_json::json;
 use testkit::direct_wiring::DESCRIPTION_LABEL;
 use testkit::process::RELATED_IMAGE;
@@ -190,16 +193,48 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
     let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
 
     // The caches, filled as the controller fills them.
-    let (memcacheds, changed) = cache::memcacheds(env.client.clone());
-    let (budgets, touched) = cache::budgets(env.client.clone());
+    let own = Arc::new(OwnWrites::default());
+    let (memcacheds, changed) = cache::memcacheds(env.client.clone(), own.clone());
+    let (statefulsets, sts_touched) = cache::statefulsets(env.client.clone(), own.clone());
+    let (services, svc_touched) = cache::services(env.client.clone(), own.clone());
+    let (budgets, pdb_touched) = cache::budgets(env.client.clone(), own);
+    let (pods, pods_changed) = cache::pods(env.client.clone());
     let drive = tokio::spawn(
-        futures::stream::select(changed.map(|_| ()), touched.map(|_| ())).collect::<()>(),
+        futures::stream::select_all([
+            changed.map(|_| ()).boxed(),
+            sts_touched.map(|_| ()).boxed(),
+            svc_touched.map(|_| ()).boxed(),
+            pdb_touched.map(|_| ()).boxed(),
+            pods_changed.map(|_| ()).boxed(),
+        ])
+        .collect::<()>(),
     );
+    let pods_api: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
+    eventually("the StatefulSet controller made two pods", WAIT, || async {
+        let list = pods_api
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=cache"))
+            .await
+            .ok()?;
+        (list.items.len() == 2).then_some(())
+    })
+    .await;
     memcacheds
         .wait_until_ready()
         .await
         .expect("Memcacheds listed");
+    statefulsets.wait_until_ready().await.expect("listed");
+    services.wait_until_ready().await.expect("listed");
     budgets.wait_until_ready().await.expect("budgets listed");
+    pods.wait_until_ready().await.expect("pods listed");
+    eventually("both pods are cached", WAIT, || async {
+        let cached = pods
+            .state()
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(&namespace))
+            .count();
+        (cached == 2).then_some(())
+    })
+    .await;
     drive.abort();
 
     let cached = memcacheds
@@ -215,21 +250,86 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
         assert_eq!(memcached.metadata.managed_fields, None, "{memcached:?}");
         assert!(!memcached.annotations().contains_key(cache::LAST_APPLIED));
     }
-    let budget = budgets
-        .get(&ObjectRef::new("cache").within(&namespace))
-        .expect("the budget is cached");
-    owned_by(&*budget, &stored);
-    for budget in budgets.state() {
-        let metadata = &budget.metadata;
+
+    // Children: identity, generation, labels, owners and the applied hash; no write history.
+    let only_what_judging_reads = |metadata: &ObjectMeta| {
         assert_eq!(
             (
-                &metadata.labels,
-                &metadata.annotations,
-                &metadata.managed_fields
+                &metadata.managed_fields,
+                &metadata.creation_timestamp,
+                &metadata.finalizers
             ),
             (&None, &None, &None),
             "{metadata:?}"
         );
+        let annotations: Vec<_> = metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(annotations, [APPLIED_HASH_ANNOTATION], "{metadata:?}");
+    };
+    let statefulset = statefulsets
+        .get(&ObjectRef::new("cache").within(&namespace))
+        .expect("cached");
+    owned_by(&*statefulset, &stored);
+    assert_eq!(statefulset.spec, None, "no spec is cached");
+    let status = statefulset.status.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            status.ready_replicas,
+            status.conditions,
+            status.current_revision
+        ),
+        (None, None, None),
+        "only replicas, updatedReplicas and observedGeneration of the status"
+    );
+    let service = services
+        .get(&ObjectRef::new("cache").within(&namespace))
+        .expect("cached");
+    owned_by(&*service, &stored);
+    let budget = budgets
+        .get(&ObjectRef::new("cache").within(&namespace))
+        .expect("the budget is cached");
+    owned_by(&*budget, &stored);
+    for statefulset in statefulsets.state() {
+        only_what_judging_reads(&statefulset.metadata);
+    }
+    for service in services.state() {
+        only_what_judging_reads(&service.metadata);
+    }
+    for budget in budgets.state() {
+        only_what_judging_reads(&budget.metadata);
+    }
+    // Pods: name, namespace, instance label, deletion timestamp and the Ready condition.
+    for pod in pods.state() {
+        assert_eq!(pod.spec, None, "{pod:?}");
+        let metadata = &pod.metadata;
+        assert_eq!(
+            (
+                &metadata.uid,
+                &metadata.owner_references,
+                &metadata.annotations,
+                &metadata.managed_fields
+            ),
+            (&None, &None, &None, &None),
+            "{metadata:?}"
+        );
+        let labels: Vec<_> = metadata
+            .labels
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(labels, [cache::INSTANCE_LABEL]);
+        for condition in pod
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+        {
+            assert_eq!(condition.type_, "Ready", "{pod:?}");
+        }
     }
 }
 
@@ -293,6 +393,19 @@ pub async fn hand_made_changes_to_children_are_put_back(env: Arc<Env>) {
     eventually("the Service comes back", WAIT, || async {
         let service = services.get_opt("cache").await.ok()??;
         (service.uid() != original.uid()).then_some(())
+    })
+    .await;
+    // A Service has no generation: its edit is seen as a resourceVersion the controller did
+    // not write.
+    let retarget = json!({"spec": {"selector": {"app.kubernetes.io/name": "something-else"}}});
+    services
+        .patch("cache", &PatchParams::default(), &Patch::Merge(&retarget))
+        .await
+        .expect("changed by hand");
+    eventually("the Service's selector is put back", WAIT, || async {
+        let selector = services.get("cache").await.ok()?.spec?.selector?;
+        (selector.get("app.kubernetes.io/name").map(String::as_str) == Some("memcached"))
+            .then_some(())
     })
     .await;
     let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);

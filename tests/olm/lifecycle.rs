@@ -280,14 +280,13 @@ pub async fn uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_o
         .expect("the Memcached reads in v1beta1");
     assert_eq!(stored.spec.replicas, Some(1));
     let alpha: Api<v1alpha1::Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    let unconverted = alpha
-        .get("left-behind")
-        .await
-        .expect("a v1alpha1 read answers");
-    assert_eq!(
-        unconverted.spec.size, None,
-        "v1alpha1 reads are no longer converted"
-    );
+    // The API server serves a CRD's new conversion strategy once its own informer has seen
+    // the update, a moment after OLM wrote it.
+    eventually("v1alpha1 reads are no longer converted", WAIT, || async {
+        let read = alpha.get("left-behind").await.ok()?;
+        read.spec.size.is_none().then_some(())
+    })
+    .await;
 
     // The cleanup the troubleshooting guide gives: delete the CRD; its Memcacheds go with it,
     // and their children with them.

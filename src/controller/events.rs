@@ -1,0 +1,163 @@
+//! Publishes Events about Memcacheds: one for each change the controller makes to a child,
+//! and one for each new failure, none for a failure that repeats.
+//!
+//! kube's `Recorder` keeps a copy of every Event it published for six minutes, to count
+//! repeats into a series, and scans all of them on every publish; with thousands of objects
+//! that copy is the largest thing in memory after the caches. Here a change is published once
+//! (it happens once), and a warning is published when it differs from the object's previous
+//! warning; what is remembered is a 64-bit hash per object that is failing now, forgotten when
+//! it reconciles cleanly or is deleted.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use tracing::warn;
+
+use super::own_writes::hash64;
+use crate::api::v1beta1::Memcached;
+
+/// Normal (a change) or Warning (a failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A change the controller made.
+    Normal,
+    /// Something that keeps the controller from reaching the spec.
+    Warning,
+}
+
+/// The last warning published per object, as hashes.
+#[derive(Debug, Default)]
+pub struct LastWarnings(Mutex<HashMap<u64, u64>>);
+
+impl LastWarnings {
+    /// Records `reason` and `note` as `object`'s last warning; whether it differs from the one
+    /// before.
+    pub fn is_new(&self, object: &ObjectMeta, reason: &str, note: &str) -> bool {
+        let key = hash64((&object.namespace, &object.name));
+        let warning = hash64((reason, note));
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        last.insert(key, warning) != Some(warning)
+    }
+
+    /// Forgets `object`'s last warning.
+    pub fn clear(&self, object: &ObjectMeta) {
+        let key = hash64((&object.namespace, &object.name));
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        last.remove(&key);
+    }
+}
+
+/// Publishes Events as one reporting controller and instance.
+pub struct Events {
+    client: Client,
+    controller: String,
+    instance: String,
+    warnings: LastWarnings,
+}
+
+impl Events {
+    /// A publisher reporting as `controller`, from `instance` (the pod's name).
+    pub fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
+        Self {
+            client,
+            controller: controller.into(),
+            instance: instance.unwrap_or_else(|| controller.into()),
+            warnings: LastWarnings::default(),
+        }
+    }
+
+    /// Publishes a change made to `object`'s child `related`.
+    pub async fn changed(
+        &self,
+        object: &Memcached,
+        reason: &str,
+        note: String,
+        related: ObjectReference,
+    ) {
+        self.publish(object, Kind::Normal, reason, note, Some(related))
+            .await;
+    }
+
+    /// Publishes a warning about `object`, unless it is the one published last for it.
+    pub async fn warn(&self, object: &Memcached, reason: &str, note: String) {
+        if !self.warnings.is_new(&object.metadata, reason, &note) {
+            return;
+        }
+        self.publish(object, Kind::Warning, reason, note, None)
+            .await;
+    }
+
+    /// Forgets `object`'s last warning: it reconciled cleanly, or is gone.
+    pub fn clear(&self, object: &ObjectMeta) {
+        self.warnings.clear(object);
+    }
+
+    async fn publish(
+        &self,
+        object: &Memcached,
+        kind: Kind,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+    ) {
+        let regarding = object.object_ref(&());
+        let now = jiff::Timestamp::now();
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{:x}", object.name_any(), now.as_nanosecond())),
+                namespace: object.namespace(),
+                ..ObjectMeta::default()
+            },
+            action: Some("Reconcile".into()),
+            reason: Some(reason.into()),
+            note: Some(note),
+            type_: Some(format!("{kind:?}")),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding),
+            related,
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Event::default()
+        };
+        let api =
+            Api::<Event>::namespaced(self.client.clone(), &object.namespace().unwrap_or_default());
+        if let Err(error) = api.create(&PostParams::default(), &event).await {
+            warn!(%error, "could not publish an event");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("shop".into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_repeated_warning_is_not_new_until_it_changes_or_is_cleared() {
+        let last = LastWarnings::default();
+        let cache = object("cache");
+        assert!(last.is_new(&cache, "ReconcileFailed", "apply StatefulSet: 500"));
+        assert!(!last.is_new(&cache, "ReconcileFailed", "apply StatefulSet: 500"));
+        assert!(last.is_new(
+            &object("other"),
+            "ReconcileFailed",
+            "apply StatefulSet: 500"
+        ));
+        assert!(last.is_new(&cache, "ReconcileFailed", "apply Service: 500"));
+        assert!(last.is_new(&cache, "InvalidSpec", "apply Service: 500"));
+        last.clear(&cache);
+        assert!(last.is_new(&cache, "InvalidSpec", "apply Service: 500"));
+    }
+}
