@@ -8,12 +8,12 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::str::FromStr;
+use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
-use oci_spec::distribution::Reference;
+use regex::Regex;
 
 use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
@@ -216,18 +216,65 @@ enum ImageVerdict {
     Pinned,
 }
 
+/// The image reference grammar, compiled once: the CRD's own pattern, so the webhook and the
+/// API server judge by one grammar. Its classes are ASCII, as in the distribution library's
+/// (Go's `\w` is ASCII), which keeps the compiled program small: a Unicode `\w` repeated up to
+/// 128 times in the tag compiles to megabytes.
+static IMAGE_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(crate::api::cel::IMAGE_REFERENCE_PATTERN).expect("the CRD's image pattern compiles")
+});
+
+/// The longest repository path the distribution library accepts.
+const REPOSITORY_MAX: usize = 255;
+
+/// Whether a digest's hex part has its algorithm's length; other algorithms are refused, as
+/// the distribution library refuses them.
+fn digest_is_valid(digest: &str) -> bool {
+    match digest.split_once(':') {
+        Some(("sha256", hex)) => hex.len() == 64,
+        Some(("sha384", hex)) => hex.len() == 96,
+        Some(("sha512", hex)) => hex.len() == 128,
+        _ => false,
+    }
+}
+
+/// The repository path of a reference's name (`name` without tag or digest), as the
+/// distribution library normalizes it: the first component is a registry only if it has a
+/// dot or a port or is `localhost`, and a one-component Docker Hub name is in `library/`.
+fn repository_of(name: &str) -> String {
+    match name.split_once('/') {
+        Some((host, path)) if host.contains(['.', ':']) || host == "localhost" => {
+            let docker_hub = matches!(host, "docker.io" | "index.docker.io");
+            if docker_hub && !path.contains('/') {
+                format!("library/{path}")
+            } else {
+                path.to_string()
+            }
+        }
+        Some(_) => name.to_string(),
+        None => format!("library/{name}"),
+    }
+}
+
 fn judge_image(image: &str) -> ImageVerdict {
-    let parsed = if image.len() > 512 || image.trim() != image {
-        None
-    } else {
-        Reference::from_str(image).ok()
-    };
-    let Some(reference) = parsed else {
+    if image.len() > 512 || !IMAGE_REFERENCE.is_match(image) {
         return ImageVerdict::Invalid;
+    }
+    let (named, digest) = match image.split_once('@') {
+        Some((named, digest)) => (named, Some(digest)),
+        None => (image, None),
     };
-    let tagged_latest = reference.tag() == Some("latest");
-    let untagged = reference.digest().is_none() && !image_names_a_tag(image);
-    if reference.digest().is_none() && (tagged_latest || untagged) {
+    let tag = image_names_a_tag(named)
+        .then(|| named.rsplit_once(':').map(|(_, tag)| tag))
+        .flatten();
+    let name = match tag {
+        Some(tag) => &named[..named.len() - tag.len() - 1],
+        None => named,
+    };
+    if repository_of(name).len() > REPOSITORY_MAX || digest.is_some_and(|d| !digest_is_valid(d)) {
+        return ImageVerdict::Invalid;
+    }
+    if digest.is_none() && tag.is_none_or(|tag| tag == "latest") {
         ImageVerdict::Unpinned
     } else {
         ImageVerdict::Pinned

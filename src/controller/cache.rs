@@ -35,8 +35,8 @@ use std::sync::Arc;
 use futures::future;
 use futures::stream::{BoxStream, Stream};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PartialObjectMeta};
@@ -47,6 +47,7 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::compact::{CachedPod, CachedStatefulSet, Conditions};
 use super::drift::APPLIED_HASH_ANNOTATION;
 use super::own_writes::{MEMCACHED, OwnWrites, hash64};
 use crate::api::v1beta1::Memcached;
@@ -82,10 +83,11 @@ pub trait Child:
 
 impl Child for StatefulSet {
     const KIND: &'static str = "StatefulSet";
-    type Cached = StatefulSet;
-    fn cached(mut full: Self) -> StatefulSet {
-        reduce_statefulset(&mut full);
-        full
+    type Cached = CachedStatefulSet;
+    fn cached(full: Self) -> CachedStatefulSet {
+        let mut cached = CachedStatefulSet::from(full);
+        reduce_statefulset(&mut cached);
+        cached
     }
     fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
         metadata.generation.map(|g| g as u64)
@@ -155,30 +157,18 @@ pub fn child_metadata(metadata: &mut ObjectMeta) {
     };
 }
 
-/// Reduces a StatefulSet to [`child_metadata`] and the status fields status reads.
-pub fn reduce_statefulset(statefulset: &mut StatefulSet) {
+/// Reduces a cached StatefulSet's metadata to [`child_metadata`] (its type keeps no more of
+/// the status than status reads).
+pub fn reduce_statefulset(statefulset: &mut CachedStatefulSet) {
     child_metadata(&mut statefulset.metadata);
-    statefulset.spec = None;
-    statefulset.status = statefulset.status.take().map(|status| StatefulSetStatus {
-        replicas: status.replicas,
-        updated_replicas: status.updated_replicas,
-        observed_generation: status.observed_generation,
-        ..StatefulSetStatus::default()
-    });
 }
 
 /// Reduces a Pod to its name, namespace, instance label, deletion timestamp and Ready status.
-pub fn reduce_pod(pod: &mut Pod) {
+pub fn reduce_pod(pod: &mut CachedPod) {
     let ready = pod
         .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| PodCondition {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            ..PodCondition::default()
-        });
+        .take()
+        .and_then(|s| s.conditions?.into_iter().find(|c| c.type_ == "Ready"));
     let instance = pod.metadata.labels.take().and_then(|mut labels| {
         let name = labels.remove(INSTANCE_LABEL)?;
         Some([(INSTANCE_LABEL.to_string(), name)].into())
@@ -190,10 +180,8 @@ pub fn reduce_pod(pod: &mut Pod) {
         deletion_timestamp: pod.metadata.deletion_timestamp.take(),
         ..ObjectMeta::default()
     };
-    pod.spec = None;
-    pod.status = ready.map(|ready| PodStatus {
+    pod.status = ready.map(|ready| Conditions {
         conditions: Some(vec![ready]),
-        ..PodStatus::default()
     });
 }
 
@@ -302,7 +290,7 @@ where
 pub fn statefulsets(
     client: Client,
     own: Arc<OwnWrites>,
-) -> (Store<StatefulSet>, Objects<StatefulSet>) {
+) -> (Store<CachedStatefulSet>, Objects<CachedStatefulSet>) {
     children::<StatefulSet>(client, own, reduce_statefulset, |old, new| {
         !unchanged(old, new)
     })
@@ -350,10 +338,10 @@ pub fn budgets(
 
 /// The pods of the operator's StatefulSets, reduced by [`reduce_pod`]; a pod that appears,
 /// goes, or changes readiness or deletion wakes its Memcached.
-pub fn pods(client: Client) -> (Store<Pod>, Objects<Pod>) {
+pub fn pods(client: Client) -> (Store<CachedPod>, Objects<CachedPod>) {
     let writer = Writer::default();
     let cached = writer.as_reader();
-    let events = watcher(Api::<Pod>::all(client), ours())
+    let events = watcher(Api::<CachedPod>::all(client), ours())
         .default_backoff()
         .modify(reduce_pod);
     let changed = reflect(events, writer, None, |old, new| !unchanged(old, new));
@@ -361,13 +349,18 @@ pub fn pods(client: Client) -> (Store<Pod>, Objects<Pod>) {
 }
 
 /// The Memcached a cached pod serves, from its instance label.
-pub fn owner_of_pod(pod: &Pod) -> Option<ObjectRef<Memcached>> {
+pub fn owner_of_pod(pod: &CachedPod) -> Option<ObjectRef<Memcached>> {
     let name = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?;
     Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
 }
 
 /// The cached pod `name` in `namespace`, if it serves the Memcached `instance`.
-pub fn pod_of(pods: &Store<Pod>, namespace: &str, name: &str, instance: &str) -> Option<Arc<Pod>> {
+pub fn pod_of(
+    pods: &Store<CachedPod>,
+    namespace: &str,
+    name: &str,
+    instance: &str,
+) -> Option<Arc<CachedPod>> {
     pods.get(&ObjectRef::new(name).within(namespace))
         .filter(|pod| owner_of_pod(pod).is_some_and(|owner| owner.name == instance))
 }
@@ -462,7 +455,8 @@ mod tests {
 
     #[test]
     fn a_cached_statefulset_has_no_spec_and_three_status_fields() {
-        let mut statefulset: StatefulSet = serde_json::from_value(json!({
+        let stored = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
             "metadata": {"name": "cache", "namespace": "shop", "uid": "u", "generation": 4,
                          "resourceVersion": "9", "annotations": {"a": "b"},
                          "managedFields": [{"manager": "memcached-operator"}]},
@@ -471,24 +465,25 @@ mod tests {
             "status": {"replicas": 3, "updatedReplicas": 2, "observedGeneration": 4,
                        "readyReplicas": 1, "currentRevision": "cache-1",
                        "conditions": [{"type": "X", "status": "True"}]}
-        }))
-        .expect("decodes");
-        reduce_statefulset(&mut statefulset);
-        assert_eq!(
-            serde_json::to_value(&statefulset).expect("encodes"),
-            json!({
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": {"name": "cache", "namespace": "shop", "uid": "u",
-                             "generation": 4, "resourceVersion": "9"},
-                "status": {"replicas": 3, "updatedReplicas": 2, "observedGeneration": 4}
-            })
-        );
+        });
+        let expected = json!({
+            "metadata": {"name": "cache", "namespace": "shop", "uid": "u",
+                         "generation": 4, "resourceVersion": "9"},
+            "status": {"replicas": 3, "updatedReplicas": 2, "observedGeneration": 4}
+        });
+        // As a watch fills the cache: decoded as the compact type, then reduced.
+        let mut watched: CachedStatefulSet =
+            serde_json::from_value(stored.clone()).expect("decodes");
+        reduce_statefulset(&mut watched);
+        assert_eq!(serde_json::to_value(&watched).expect("encodes"), expected);
+        // As an apply's answer enters it: the whole object, reduced.
+        let applied: StatefulSet = serde_json::from_value(stored).expect("decodes");
+        assert_eq!(StatefulSet::cached(applied), watched);
     }
 
     #[test]
     fn a_cached_pod_is_its_name_instance_deletion_and_readiness() {
-        let mut pod: Pod = serde_json::from_value(json!({
+        let mut pod: CachedPod = serde_json::from_value(json!({
             "metadata": {"name": "cache-1", "namespace": "shop", "uid": "u",
                          "resourceVersion": "12",
                          "deletionTimestamp": "2026-05-02T09:14:08Z",
@@ -508,8 +503,6 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&pod).expect("encodes"),
             json!({
-                "apiVersion": "v1",
-                "kind": "Pod",
                 "metadata": {"name": "cache-1", "namespace": "shop",
                              "deletionTimestamp": "2026-05-02T09:14:08Z",
                              "labels": {"app.kubernetes.io/instance": "cache"}},
@@ -524,7 +517,7 @@ mod tests {
 
     #[test]
     fn only_a_change_beyond_the_resource_version_counts() {
-        let mut pod = Pod::default();
+        let mut pod = CachedPod::default();
         pod.metadata.name = Some("cache-0".into());
         pod.metadata.resource_version = Some("1".into());
         let mut later = pod.clone();

@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod children;
+pub mod compact;
 pub mod drift;
 pub mod events;
 pub mod metrics;

@@ -5,12 +5,11 @@
 //! lastTransitionTime moves only when its status changes; reason and message follow the
 //! latest observation.
 
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use super::children::{port, selector_string};
+use super::compact::{CachedPod, CachedStatefulSet};
 use crate::api::v1beta1::{DEFAULT_REPLICAS, Memcached, MemcachedStatus};
 
 /// Condition type: enough servers are ready to serve.
@@ -34,19 +33,20 @@ pub enum Problem {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observed {
     /// The StatefulSet, if it exists.
-    pub statefulset: Option<StatefulSet>,
+    pub statefulset: Option<CachedStatefulSet>,
     /// Ordinals of the pods that are Ready.
     pub ready_ordinals: Vec<i32>,
 }
 
 /// Whether a pod serves: its Ready condition is True and it is not being deleted.
-pub fn serving(pod: &Pod) -> bool {
+pub fn serving(pod: &CachedPod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        && pod.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
 }
 
 fn condition(
@@ -94,7 +94,7 @@ pub fn desired_status(
     let sts_status = observed
         .statefulset
         .as_ref()
-        .and_then(|s| s.status.clone())
+        .and_then(|s| s.status)
         .unwrap_or_default();
     let sts_current = observed.statefulset.as_ref().is_some_and(|s| {
         s.metadata.generation.is_some()
@@ -223,7 +223,7 @@ pub fn desired_status(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::apps::v1::StatefulSetStatus;
+    use crate::controller::compact::Rollout;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
@@ -246,18 +246,16 @@ mod tests {
         object
     }
 
-    fn statefulset(replicas: i32, updated: i32, current: bool) -> StatefulSet {
-        StatefulSet {
+    fn statefulset(replicas: i32, updated: i32, current: bool) -> CachedStatefulSet {
+        CachedStatefulSet {
             metadata: ObjectMeta {
                 generation: Some(5),
                 ..ObjectMeta::default()
             },
-            spec: None,
-            status: Some(StatefulSetStatus {
+            status: Some(Rollout {
                 replicas,
                 updated_replicas: Some(updated),
                 observed_generation: Some(if current { 5 } else { 4 }),
-                ..StatefulSetStatus::default()
             }),
         }
     }
@@ -388,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_pod_serves_when_ready_and_not_being_deleted() {
-        let pod = |ready: Option<&str>, deleting: bool| -> Pod {
+        let pod = |ready: Option<&str>, deleting: bool| -> CachedPod {
             serde_json::from_value(serde_json::json!({
                 "metadata": {
                     "name": "cache-0",

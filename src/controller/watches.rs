@@ -14,8 +14,6 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::future::FutureExt;
 use futures::stream::{self, BoxStream, StreamExt};
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
@@ -24,6 +22,7 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::cache::{self, CachedBudget, CachedService, Objects};
+use super::compact::{CachedPod, CachedStatefulSet};
 use super::own_writes::OwnWrites;
 use crate::api::v1beta1::Memcached;
 
@@ -34,13 +33,13 @@ pub const LISTING_PATIENCE: Duration = Duration::from_secs(30);
 /// The caches of the controller's children, filled by their own task while this lives.
 pub struct Children {
     /// StatefulSets, reduced by [`cache::reduce_statefulset`].
-    pub statefulsets: Store<StatefulSet>,
+    pub statefulsets: Store<CachedStatefulSet>,
     /// Services, metadata only.
     pub services: Store<CachedService>,
     /// PodDisruptionBudgets, metadata only.
     pub budgets: Store<CachedBudget>,
     /// Pods, reduced by [`cache::reduce_pod`].
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     task: JoinHandle<()>,
 }
 

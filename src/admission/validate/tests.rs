@@ -496,3 +496,40 @@ fn an_image_judged_again_gets_the_same_verdict() {
         assert_eq!(judge_image_once(image), judge_image(image), "{image}");
     }
 }
+
+#[test]
+fn image_references_follow_the_distribution_grammar() {
+    let long_path = format!("registry.example/{}", "a".repeat(256));
+    for (image, verdict) in [
+        ("memcached", ImageVerdict::Unpinned),
+        ("memcached:latest", ImageVerdict::Unpinned),
+        ("docker.io/memcached", ImageVerdict::Unpinned),
+        ("localhost:5000/memcached", ImageVerdict::Unpinned),
+        ("localhost:5000/memcached:1.6", ImageVerdict::Pinned),
+        (
+            "registry.example/team/memcached:1.6.39",
+            ImageVerdict::Pinned,
+        ),
+        (
+            "memcached:latest@sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+            ImageVerdict::Pinned,
+        ),
+        // Go's `\w` is ASCII: a tag with other letters is no tag.
+        ("memcached:1.6é", ImageVerdict::Invalid),
+        ("memcached:版本", ImageVerdict::Invalid),
+        // A digest has its algorithm's length, and only known algorithms.
+        (
+            "memcached@sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7a",
+            ImageVerdict::Invalid,
+        ),
+        (
+            "memcached@md5:0123456789abcdef0123456789abcdef",
+            ImageVerdict::Invalid,
+        ),
+        (long_path.as_str(), ImageVerdict::Invalid),
+    ] {
+        assert_eq!(judge_image(image), verdict, "{image}");
+    }
+    let at_the_limit = format!("registry.example/{}:1", "a".repeat(255));
+    assert_eq!(judge_image(&at_the_limit), ImageVerdict::Pinned);
+}
