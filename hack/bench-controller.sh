@@ -7,17 +7,15 @@
 # token bound to the metrics-reader role: the API calls (TokenReviews, SubjectAccessReviews,
 # counted by the API server) of the first scrape and of the cached ones, and their latency.
 #
-# It also counts the operator's API requests per object, by verb, from the API server's own
-# `apiserver_request_total`. That metric has no user or user-agent label, so the counts are its
-# differences over windows in which the operator is the only client of the resources it uses
-# (Memcacheds, StatefulSets, Services, PodDisruptionBudgets, Pods, Events), with the bench's own
-# requests there subtracted (the N creates; one LIST of Memcacheds and one of StatefulSets per
-# poll) and two kinds left out: WATCH (one long-lived watch per kind, counted when it ends, by
-# whichever client held it) and the StatefulSet controller's PUT of statefulsets/status (the
-# operator never sends a PUT). Windows: `baseline` (STEADY_SECONDS, default 30, before the
-# objects, the operator idle), `first_pass` (from the first create until the operator has sent
-# nothing for 5 s, at most 290 s: the first periodic resync comes 300 s after a reconcile) and
-# `steady` (STEADY_SECONDS after that).
+# It also counts the operator's API requests per object, by verb, from the API server's audit
+# log: the operator runs as a ServiceAccount of its own (bound to the operator's ClusterRole from
+# config/rbac, as in a cluster), and the audit policy records that user's requests only, so
+# every count is the operator's and nobody else's (`apiserver_request_total` has no user or
+# user-agent label: kube-controller-manager's requests, such as the garbage collector's GETs of
+# owners it has not seen yet, would count too). Watches are counted when they open. Windows:
+# `baseline` (STEADY_SECONDS, default 30, before the objects, the operator idle), `first_pass`
+# (from the first create until the operator has sent nothing for 5 s, at most 290 s: the first
+# periodic resync comes 300 s after a reconcile) and `steady` (STEADY_SECONDS after that).
 # The create burst: `kubectl create` of the N objects next to the operator, against the same
 # create into another namespace before the operator starts (`create_burst_slowdown`).
 # Writes target/bench/controller.json and prints a summary.
@@ -45,87 +43,84 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The operator's identity, and an audit policy that records its requests and nothing else.
+OPERATOR_NAMESPACE=bench-operator
+OPERATOR_USER="system:serviceaccount:$OPERATOR_NAMESPACE:memcached-operator"
+export AUDIT_POLICY="$CONTROL_PLANE_DIR/audit-policy.yaml"
+cat >"$AUDIT_POLICY" <<YAML
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["$OPERATOR_USER"]
+  - level: None
+YAML
+AUDIT_LOG="$CONTROL_PLANE_DIR/logs/audit.log"
 "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$CONTROL_PLANE_DIR/kubeconfig"
 kubectl() { "$KUBECTL" "$@"; }
-# The operator's share of the API server's request counters (`apiserver_request_total`, which
-# has no user label): `requests snapshot FILE` keeps the counters of the resources the operator
-# uses; `requests quiet A B` succeeds when no request of the operator's falls between two
-# snapshots; `requests summary ...` writes the windows as JSON.
+# The operator's requests, from the audit log: `requests quiet SINCE` succeeds when the
+# operator sent nothing after SINCE (epoch seconds); `requests summary ...` writes the windows
+# as JSON.
 cat >"$CONTROL_PLANE_DIR/requests.py" <<'PY'
-import json, re, sys
+import json, sys
+from datetime import datetime
 
-OURS = {"memcacheds", "statefulsets", "services", "poddisruptionbudgets", "pods", "events"}
-# Not the operator's: watches (long-lived, counted when they end, by whoever held them) and
-# the StatefulSet controller's status updates (the operator never sends a PUT).
-def left_out(verb, resource, subresource):
-    return verb == "WATCH" or (verb, resource, subresource) == ("PUT", "statefulsets", "status")
-
-def read(path):
-    counts = {}
+def requests(path):
+    """(time, name) of each request: watches when they open, the rest when they complete."""
     with open(path) as f:
         for line in f:
-            verb, resource, subresource, count = line.split()
-            counts[(verb, resource, subresource)] = int(count)
-    return counts
+            event = json.loads(line)
+            watch = event["verb"] == "watch"
+            if event["stage"] != ("ResponseStarted" if watch else "ResponseComplete"):
+                continue
+            ref = event.get("objectRef") or {}
+            name = f'{event["verb"].upper()} {ref.get("resource", event["requestURI"])}'
+            if ref.get("subresource"):
+                name += "/" + ref["subresource"]
+            at = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            yield at.timestamp(), name, event.get("userAgent", "")
 
-def window(a, b, bench=None):
-    a, b = read(a), read(b)
-    delta = {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)}
-    for key, count in (bench or {}).items():
-        delta[key] = delta.get(key, 0) - count
-    operator, others = {}, {}
-    for (verb, resource, subresource), count in sorted(delta.items()):
-        if count:
-            name = f"{verb} {resource}" + ("" if subresource == "-" else f"/{subresource}")
-            (others if left_out(verb, resource, subresource) else operator)[name] = count
-    return operator, others
+# The reviews that authorize the bench's own metrics scrapes (one of which reads the reconcile
+# count when the first pass ends): the operator's requests, but not about any object.
+SCRAPES = {"CREATE tokenreviews", "CREATE subjectaccessreviews"}
 
-command = sys.argv[1]
-if command == "snapshot":
-    counts = {}
-    for line in sys.stdin:
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
-            if labels.get("resource") in OURS:
-                key = (labels["verb"], labels["resource"], labels.get("subresource") or "-")
-                counts[key] = counts.get(key, 0) + float(line.rsplit(" ", 1)[1])
-    with open(sys.argv[2], "w") as f:
-        for key, n in sorted(counts.items()):
-            print(*key, int(n), file=f)
-elif command == "quiet":
-    operator, _ = window(sys.argv[2], sys.argv[3])
-    sys.exit(0 if not operator else 1)
+command, log = sys.argv[1], sys.argv[2]
+if command == "quiet":
+    since = float(sys.argv[3])
+    sys.exit(1 if any(at > since and not name.startswith("WATCH") for at, name, _ in requests(log)) else 0)
 elif command == "summary":
-    n, polls, state, seconds = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
-    bench = {  # the bench's own requests: the creates, and one LIST of each kind per poll
-        ("POST", "memcacheds", "-"): n,
-        ("LIST", "memcacheds", "-"): polls,
-        ("LIST", "statefulsets", "-"): polls,
-    }
-    def summary(a, b, bench=None):
-        operator, others = window(f"{state}/{a}", f"{state}/{b}", bench)
+    n, seconds = int(sys.argv[3]), int(sys.argv[4])
+    bounds = [float(t) for t in sys.argv[5:]]
+    all_requests = list(requests(log))
+    def summary(a, b):
+        counts = {}
+        for at, name, _ in all_requests:
+            if a <= at < b:
+                counts[name] = counts.get(name, 0) + 1
         by_verb = {}
-        for name, count in operator.items():
-            by_verb[name.split()[0]] = by_verb.get(name.split()[0], 0) + count
+        for name, count in counts.items():
+            if not name.startswith("WATCH") and name not in SCRAPES:
+                by_verb[name.split()[0]] = by_verb.get(name.split()[0], 0) + count
         return {
-            "total": sum(operator.values()),
+            "total": sum(by_verb.values()),
             "per_object_by_verb": {v: round(c / n, 2) for v, c in sorted(by_verb.items())},
-            "by_request": operator,
-            "left_out": others,
+            "by_request": dict(sorted(counts.items())),
         }
     print(json.dumps({
-        "method": "differences of apiserver_request_total over each window, for Memcacheds, "
-                  "StatefulSets, Services, PodDisruptionBudgets, Pods and Events; the bench's "
-                  "own requests subtracted; WATCH and PUT statefulsets/status left out",
+        "method": "the API server's audit log of the operator's ServiceAccount; watches counted "
+                  "when they open, and neither they nor the reviews of the bench's metrics "
+                  "scrapes in total or per_object_by_verb; PATCH statefulsets and services are "
+                  "server-side applies",
+        "user_agents": sorted({agent for _, _, agent in all_requests}),
         "steady_and_baseline_seconds": seconds,
-        "baseline": summary("requests-baseline-start", "requests-baseline-end"),
-        "first_pass": summary("requests-first-start", "requests-quiet", bench),
-        "steady": summary("requests-quiet", "requests-steady-end"),
+        "baseline": summary(bounds[0], bounds[1]),
+        "first_pass": summary(bounds[2], bounds[3]),
+        "steady": summary(bounds[3], bounds[4]),
     }))
 PY
-requests() { python3 "$CONTROL_PLANE_DIR/requests.py" "$@"; }
-snapshot() { kubectl get --raw /metrics | requests snapshot "$CONTROL_PLANE_DIR/requests-$1"; }
+requests() { python3 "$CONTROL_PLANE_DIR/requests.py" "$1" "$AUDIT_LOG" "${@:2}"; }
 kubectl apply --server-side -f "$ROOT/bundle/manifests/cache.f2367556.dev_memcacheds.yaml" >/dev/null
 kubectl wait --for condition=Established --timeout 30s crd/memcacheds.cache.f2367556.dev >/dev/null
 
@@ -154,10 +149,24 @@ baseline_created=$(date +%s.%N)
 kubectl delete --raw /apis/cache.f2367556.dev/v1beta1/namespaces/create-baseline/memcacheds >/dev/null
 until [[ -z "$(kubectl get memcacheds -n create-baseline -o name 2>/dev/null | head -n 1)" ]]; do sleep 0.2; done
 
+# The operator runs as a ServiceAccount with the operator's ClusterRole, as in a cluster.
+kubectl apply --server-side -f "$ROOT/config/rbac/role.yaml" >/dev/null
+kubectl create namespace "$OPERATOR_NAMESPACE" >/dev/null
+kubectl create serviceaccount memcached-operator -n "$OPERATOR_NAMESPACE" >/dev/null
+kubectl create clusterrolebinding bench-operator --clusterrole memcached-operator-manager-role \
+  --serviceaccount "$OPERATOR_NAMESPACE:memcached-operator" >/dev/null
+operator_token=$(kubectl create token memcached-operator -n "$OPERATOR_NAMESPACE" --duration 6h)
+OPERATOR_KUBECONFIG="$CONTROL_PLANE_DIR/operator.kubeconfig"
+"$KUBECTL" config set-cluster local --server "$(cat "$CONTROL_PLANE_DIR/apiserver-url")" \
+  --certificate-authority "$CONTROL_PLANE_DIR/pki/ca.crt" --embed-certs --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
+"$KUBECTL" config set-credentials operator --token "$operator_token" --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
+"$KUBECTL" config set-context operator --cluster local --user operator --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
+"$KUBECTL" config use-context operator --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 metrics_port=$(free_port)
 probe_port=$(free_port)
-"$BIN" --log-format json --log-level warn run --webhooks=false --leader-elect=false \
+KUBECONFIG="$OPERATOR_KUBECONFIG" "$BIN" --log-format json --log-level warn run --webhooks=false --leader-elect=false \
   --bind-address 127.0.0.1 --probe-port "$probe_port" --metrics-port "$metrics_port" \
   ${OPERATOR_ARGS:-} >"$CONTROL_PLANE_DIR/operator.log" 2>&1 &
 operator_pid=$!
@@ -211,20 +220,16 @@ PY
 )
 
 # The baseline: nothing but the idle operator and the API server's own housekeeping.
-snapshot baseline-start
+baseline_from=$(date +%s.%N)
 sleep "$STEADY_SECONDS"
-snapshot baseline-end
+baseline_to=$(date +%s.%N)
 
-snapshot first-start
 start=$(date +%s.%N)
 kubectl create -f "$CONTROL_PLANE_DIR/objects.json" >/dev/null
 created=$(date +%s.%N)
 peak=$idle_rss
-polls=0
 while true; do
   current=$(rss); (( current > peak )) && peak=$current
-  # One LIST each (no chunking), so that the bench's own requests are known exactly.
-  polls=$((polls + 1))
   reported=$(kubectl get memcacheds -n default --chunk-size 0 -o jsonpath='{range .items[*]}{.status.observedGeneration}{"\n"}{end}' | grep -c . || true)
   statefulsets=$(kubectl get statefulsets -n default --chunk-size 0 --no-headers 2>/dev/null | wc -l)
   (( reported >= N && statefulsets >= N )) && break
@@ -234,22 +239,19 @@ done_at=$(date +%s.%N)
 # Quiet: no request of the operator's for 5 s (reconciles triggered by the StatefulSet
 # controller's status updates go on after every object has been reconciled once), or 290 s
 # after the first create, before the first periodic resync (every 300 s) mixes in.
-snapshot previous
 while true; do
   sleep 5
-  snapshot quiet
-  requests quiet "$CONTROL_PLANE_DIR/requests-previous" "$CONTROL_PLANE_DIR/requests-quiet" && break
+  requests quiet "$(python3 -c 'import time; print(time.time() - 5)')" && break
   python3 -c "import sys, time; sys.exit(time.time() - $start < 290)" && break
-  cp "$CONTROL_PLANE_DIR/requests-quiet" "$CONTROL_PLANE_DIR/requests-previous"
 done
 quiet_at=$(date +%s.%N)
 first_pass_reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 settled_rss=$(rss)
 sleep "$STEADY_SECONDS"
-snapshot steady-end
+steady_to=$(date +%s.%N)
 steady_rss=$(rss)
 peak_hwm=$(hwm)
-requests_summary=$(requests summary "$N" "$polls" "$CONTROL_PLANE_DIR" "$STEADY_SECONDS")
+requests_summary=$(requests summary "$N" "$STEADY_SECONDS" "$baseline_from" "$baseline_to" "$start" "$quiet_at" "$steady_to")
 reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 cpu_ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
 ticks_per_second=$(getconf CLK_TCK)

@@ -31,6 +31,8 @@
 # Environment:
 #   CONTROL_PLANE_DIR      state directory (default: .local at the repository root)
 #   CONTROL_PLANE_TIMEOUT  seconds start waits for readiness (default 60)
+#   AUDIT_POLICY           an audit policy file: the API server then writes its audit log,
+#                          as JSON lines, to logs/audit.log
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -223,7 +225,8 @@ start() {
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --allow-privileged=true \
     --endpoint-reconciler-type=none \
-    --enable-priority-and-fairness=true
+    --enable-priority-and-fairness=true \
+    ${AUDIT_POLICY:+--audit-policy-file="$AUDIT_POLICY" --audit-log-path="$STATE/logs/audit.log" --audit-log-format=json}
 
   write_kubeconfig "$KUBECONFIG_FILE" "$url" admin
   write_kubeconfig "$KCM_KUBECONFIG" "$url" kube-controller-manager

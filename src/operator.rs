@@ -3,6 +3,16 @@
 
 /// The operator's name: the OLM package, the CSV prefix and the field manager.
 pub const NAME: &str = "memcached-operator";
+/// The User-Agent of the operator's requests to the API server, in client-go's form
+/// (`name/version (os/arch)`), so that audit logs and API server metrics can tell them apart.
+pub fn user_agent() -> String {
+    format!(
+        "{NAME}/v{} ({}/{})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
 /// The Deployment in the CSV's install strategy; webhook definitions point at it.
 pub const DEPLOYMENT_NAME: &str = "memcached-operator-controller-manager";
 /// The ServiceAccount the Deployment runs as.
@@ -37,3 +47,20 @@ pub const CERT_MANAGER_CERT_SECRET_NAME: &str = "memcached-operator-webhook-serv
 pub const CERT_SECRET_NAMES: [&str; 2] = [OLM_CERT_SECRET_NAME, CERT_MANAGER_CERT_SECRET_NAME];
 /// The memcached image used when `RELATED_IMAGE_MEMCACHED` is unset: memcached 1.6, pinned.
 pub const DEFAULT_MEMCACHED_IMAGE: &str = "docker.io/library/memcached:1.6.39-alpine";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_user_agent_names_the_operator_its_version_and_platform() {
+        let agent = super::user_agent();
+        assert!(
+            agent.starts_with(&format!(
+                "memcached-operator/v{} (",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{agent}"
+        );
+        assert!(agent.ends_with(')') && agent.contains('/'), "{agent}");
+        assert!(http::HeaderValue::from_str(&agent).is_ok(), "{agent}");
+    }
+}

@@ -1,5 +1,5 @@
-//! Publishes Events about Memcacheds: one for each change the controller makes to a child,
-//! and one for each new failure, none for a failure that repeats.
+//! Publishes Events about Memcacheds: one for each reconcile that changed children (naming
+//! every change it made), and one for each new failure, none for a failure that repeats.
 //!
 //! kube's `Recorder` keeps a copy of every Event it published for six minutes, to count
 //! repeats into a series, and scans all of them on every publish; with thousands of objects
@@ -50,6 +50,37 @@ impl LastWarnings {
         let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
         last.remove(&key);
     }
+}
+
+/// One change a reconcile made to a child: the Event reason (`Created`, `Updated`,
+/// `Deleted`), what happened, and the child.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// `Created`, `Updated` or `Deleted`.
+    pub reason: &'static str,
+    /// What happened, e.g. `StatefulSet cache created`.
+    pub note: String,
+    /// The child.
+    pub related: ObjectReference,
+}
+
+/// The one Event for a reconcile's changes, if it made any: the reason they share (`Changed`
+/// when they differ), their notes joined with `; `, and the first child changed (an Event
+/// names one related object).
+pub fn summarize(changes: Vec<Change>) -> Option<(&'static str, String, ObjectReference)> {
+    let first = changes.first()?;
+    let reason = if changes.iter().all(|c| c.reason == first.reason) {
+        first.reason
+    } else {
+        "Changed"
+    };
+    let note = changes
+        .iter()
+        .map(|c| c.note.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let related = changes.into_iter().next()?.related;
+    Some((reason, note, related))
 }
 
 /// Publishes Events as one reporting controller and instance.
@@ -142,6 +173,41 @@ mod tests {
             namespace: Some("shop".into()),
             ..ObjectMeta::default()
         }
+    }
+
+    fn change(reason: &'static str, kind: &str) -> Change {
+        Change {
+            reason,
+            note: format!("{kind} cache {}", reason.to_lowercase()),
+            related: ObjectReference {
+                kind: Some(kind.into()),
+                name: Some("cache".into()),
+                ..ObjectReference::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_reconciles_changes_make_one_event() {
+        assert_eq!(summarize(vec![]), None);
+        let (reason, note, related) = summarize(vec![
+            change("Created", "StatefulSet"),
+            change("Created", "Service"),
+        ])
+        .expect("an event");
+        assert_eq!(reason, "Created");
+        assert_eq!(note, "StatefulSet cache created; Service cache created");
+        assert_eq!(related.kind.as_deref(), Some("StatefulSet"));
+        let (reason, note, _) = summarize(vec![
+            change("Updated", "StatefulSet"),
+            change("Deleted", "PodDisruptionBudget"),
+        ])
+        .expect("an event");
+        assert_eq!(reason, "Changed");
+        assert_eq!(
+            note,
+            "StatefulSet cache updated; PodDisruptionBudget cache deleted"
+        );
     }
 
     #[test]

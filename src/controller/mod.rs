@@ -37,7 +37,7 @@ use tracing::{info, warn};
 use self::cache::{CachedBudget, Child};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use self::drift::Verdict;
-use self::events::Events;
+use self::events::{Change, Events};
 use self::metrics::Metrics;
 use self::own_writes::OwnWrites;
 use self::status::{Observed, Problem, desired_status};
@@ -319,13 +319,16 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
 
     let mut failure = None;
     let mut statefulset = None;
+    let mut changes = Vec::new();
     if problem.is_none() {
+        let changes = &mut changes;
         let applied = async {
             let sts = ensure(
                 &run,
                 &object,
                 desired_statefulset(&effective, context.platform),
                 &run.children.statefulsets,
+                changes,
             )
             .await?;
             ensure(
@@ -333,13 +336,14 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
                 &object,
                 desired_service(&effective),
                 &run.children.services,
+                changes,
             )
             .await?;
             match desired_pdb(&effective) {
                 Some(pdb) => {
-                    ensure(&run, &object, pdb, &run.children.budgets).await?;
+                    ensure(&run, &object, pdb, &run.children.budgets, changes).await?;
                 }
-                None => remove_budget(&run, &object).await?,
+                None => remove_budget(&run, &object, changes).await?,
             }
             Ok::<_, Error>(sts)
         }
@@ -348,6 +352,10 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
             Ok(sts) => statefulset = Some(sts),
             Err(error) => failure = Some(error),
         }
+    }
+    // One Event for what this reconcile changed, however many children that was.
+    if let Some((reason, note, related)) = events::summarize(changes) {
+        context.events.changed(&object, reason, note, related).await;
     }
     let statefulset = statefulset.or_else(|| {
         let cached = run
@@ -430,6 +438,7 @@ async fn ensure<K>(
     owner: &Memcached,
     mut desired: K,
     cache: &Store<K::Cached>,
+    changes: &mut Vec<Change>,
 ) -> Result<K::Cached, Error>
 where
     K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
@@ -504,11 +513,11 @@ where
         ("Created", "created")
     };
     info!(memcached = %memcached, kind, verb, "child written");
-    let related = applied.object_ref(&());
-    context
-        .events
-        .changed(owner, reason, format!("{kind} {name} {verb}"), related)
-        .await;
+    changes.push(Change {
+        reason,
+        note: format!("{kind} {name} {verb}"),
+        related: applied.object_ref(&()),
+    });
     Ok(K::cached(applied))
 }
 
@@ -518,7 +527,11 @@ where
 /// request; only a budget the controller applied that the cache has not seen yet is looked
 /// up (metadata only). The delete is conditional on the uid seen, and a budget already gone
 /// counts as removed: the cache may lag behind a deletion.
-async fn remove_budget(run: &Run, owner: &Memcached) -> Result<(), Error> {
+async fn remove_budget(
+    run: &Run,
+    owner: &Memcached,
+    changes: &mut Vec<Change>,
+) -> Result<(), Error> {
     const KIND: &str = "PodDisruptionBudget";
     let context = &run.context;
     let name = owner.name_any();
@@ -576,10 +589,11 @@ async fn remove_budget(run: &Run, owner: &Memcached) -> Result<(), Error> {
         uid: Some(uid),
         ..ObjectReference::default()
     };
-    context
-        .events
-        .changed(owner, "Deleted", format!("{KIND} {name} deleted"), related)
-        .await;
+    changes.push(Change {
+        reason: "Deleted",
+        note: format!("{KIND} {name} deleted"),
+        related,
+    });
     Ok(())
 }
 

@@ -321,11 +321,7 @@ pub async fn serve_webhooks(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let client = if args.metrics.metrics_secure {
-        Some(
-            Client::try_default()
-                .await
-                .map_err(RunError::MetricsClient)?,
-        )
+        Some(api_client().await.map_err(RunError::MetricsClient)?)
     } else {
         None
     };
@@ -359,7 +355,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         (None, true) => return Err(RunError::NoLeaseNamespace),
         (None, false) => None,
     };
-    let client = Client::try_default().await.map_err(RunError::Client)?;
+    let client = api_client().await.map_err(RunError::Client)?;
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     let controller_metrics = controller::metrics::Metrics::register(&mut registry);
     let platform = controller::detect_platform(&client).await;
@@ -424,6 +420,18 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     servers.stop(failure).await?;
     info!("stopped");
     Ok(())
+}
+
+/// A client of the API server, configured from the cluster or `KUBECONFIG` as kube infers it,
+/// that names the operator in its User-Agent (kube sends none).
+async fn api_client() -> Result<Client, kube::Error> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig)?;
+    if let Ok(agent) = http::HeaderValue::from_str(&crate::operator::user_agent()) {
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
+    Client::try_from(config)
 }
 
 /// The cipher suites the TLS profile is settled against: the process's crypto provider's.

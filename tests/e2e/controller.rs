@@ -588,7 +588,7 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         "an unchanged Memcached caused write requests"
     );
 
-    // Events say what was created.
+    // One Event says what was created.
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(env.client.clone(), &namespace);
     let notes: Vec<String> = events
@@ -597,15 +597,18 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         .expect("events")
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("cache"))
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Memcached") && r.name.as_deref() == Some("cache")
+            })
+        })
         .filter_map(|e| e.note)
         .collect();
-    for kind in ["StatefulSet", "Service", "PodDisruptionBudget"] {
-        assert!(
-            notes.iter().any(|n| n == &format!("{kind} cache created")),
-            "{notes:?}"
-        );
-    }
+    assert_eq!(
+        notes,
+        ["StatefulSet cache created; Service cache created; PodDisruptionBudget cache created"],
+        "one Event for the reconcile that created the children"
+    );
 }
 
 /// The operator's metric `name` summed over its label sets.
