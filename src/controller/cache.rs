@@ -296,21 +296,21 @@ pub fn statefulsets(
     })
 }
 
+/// Reduces a metadata-only child to [`child_metadata`], without its type fields.
+fn reduce_partial<K>(child: &mut PartialObjectMeta<K>) {
+    child.types = None;
+    child_metadata(&mut child.metadata);
+}
+
 /// The operator's Services, metadata only. Any new resourceVersion wakes the owner: it is the
 /// only sign of a changed spec.
 pub fn services(
     client: Client,
     own: Arc<OwnWrites>,
 ) -> (Store<CachedService>, Objects<CachedService>) {
-    children::<Service>(
-        client,
-        own,
-        |service: &mut CachedService| {
-            service.types = None;
-            child_metadata(&mut service.metadata);
-        },
-        |old, new| old.is_none_or(|old| old.metadata != new.metadata),
-    )
+    children::<Service>(client, own, reduce_partial, |old, new| {
+        old.is_none_or(|old| old.metadata != new.metadata)
+    })
 }
 
 /// The operator's PodDisruptionBudgets, metadata only; a change of what is kept (not the
@@ -319,21 +319,13 @@ pub fn budgets(
     client: Client,
     own: Arc<OwnWrites>,
 ) -> (Store<CachedBudget>, Objects<CachedBudget>) {
-    children::<PodDisruptionBudget>(
-        client,
-        own,
-        |budget: &mut CachedBudget| {
-            budget.types = None;
-            child_metadata(&mut budget.metadata);
-        },
-        |old, new| {
-            !old.is_some_and(|old| {
-                let mut old = old.metadata.clone();
-                old.resource_version = new.metadata.resource_version.clone();
-                old == new.metadata
-            })
-        },
-    )
+    children::<PodDisruptionBudget>(client, own, reduce_partial, |old, new| {
+        !old.is_some_and(|old| {
+            let mut old = old.metadata.clone();
+            old.resource_version = new.metadata.resource_version.clone();
+            old == new.metadata
+        })
+    })
 }
 
 /// The pods of the operator's StatefulSets, reduced by [`reduce_pod`]; a pod that appears,
