@@ -11,13 +11,14 @@
 //!   the write history of who set which field, and a copy of the last client-side apply, are
 //!   read by nothing here and are usually the largest part of the object.
 //! - **StatefulSet** (a full watch of the ones labelled as ours): name, namespace, uid,
-//!   resourceVersion, generation, labels, ownerReferences and the applied-hash annotation
-//!   ([`drift::APPLIED_HASH_ANNOTATION`]), and of the status the three fields status reads
-//!   (`replicas`, `updatedReplicas`, `observedGeneration`). No spec: the hash says what was
-//!   applied, the generation says whether anyone changed the spec since.
-//! - **Service, PodDisruptionBudget** (metadata-only watches of the ones labelled as ours): the
-//!   same metadata. A Service has no generation, so its resourceVersion stands for its spec
-//!   version (nothing else writes a headless Service); a budget's generation does.
+//!   resourceVersion and generation; of the labels, ownerReferences and applied-hash annotation
+//!   ([`drift::APPLIED_HASH_ANNOTATION`]) only their [`Marks`]; and of the status the three
+//!   fields status reads (`replicas`, `updatedReplicas`, `observedGeneration`). No spec: the
+//!   hash says what was applied, the generation says whether anyone changed the spec since.
+//! - **Service, PodDisruptionBudget** (metadata-only watches of the ones labelled as ours: the
+//!   API server sends `PartialObjectMetadata`): the same metadata and marks. A Service has no
+//!   generation, so its resourceVersion stands for its spec version (nothing else writes a
+//!   headless Service); a budget's generation does.
 //! - **Pod** (a full watch of the ones labelled as ours): name, namespace, the
 //!   `app.kubernetes.io/instance` label (whose Memcached it is), the deletion timestamp and the
 //!   Ready condition's status. That is all `status.servers` needs.
@@ -39,7 +40,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -47,8 +48,10 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::compact::{CachedPod, CachedStatefulSet, Conditions};
-use super::drift::APPLIED_HASH_ANNOTATION;
+pub use super::compact::{CachedBudget, CachedService};
+#[cfg(doc)]
+use super::compact::Marks;
+use super::compact::{CachedPod, CachedStatefulSet, Conditions, Marked};
 use super::own_writes::{MEMCACHED, OwnWrites, hash64};
 use crate::api::v1beta1::Memcached;
 use crate::operator;
@@ -57,11 +60,6 @@ use crate::operator;
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The label naming the Memcached a pod serves.
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-
-/// What the cache keeps of a Service: its metadata, reduced by [`child_metadata`].
-pub type CachedService = PartialObjectMeta<Service>;
-/// What the cache keeps of a PodDisruptionBudget: its metadata, reduced by [`child_metadata`].
-pub type CachedBudget = PartialObjectMeta<PodDisruptionBudget>;
 
 /// A watch stream of objects of kind `K`, as the controller consumes it.
 pub type Objects<K> = BoxStream<'static, Result<K, watcher::Error>>;
@@ -74,7 +72,7 @@ pub trait Child:
     /// The kind, for logs, metrics, errors and [`OwnWrites`].
     const KIND: &'static str;
     /// What the cache keeps of one.
-    type Cached: Resource<DynamicType = ()> + Clone + Send + Sync + 'static;
+    type Cached: Resource<DynamicType = ()> + Marked + Clone + Send + Sync + 'static;
     /// Reduces a whole object (an apply's answer) to what the cache keeps.
     fn cached(full: Self) -> Self::Cached;
     /// The version that moves when the spec changes, from cached metadata.
@@ -85,9 +83,7 @@ impl Child for StatefulSet {
     const KIND: &'static str = "StatefulSet";
     type Cached = CachedStatefulSet;
     fn cached(full: Self) -> CachedStatefulSet {
-        let mut cached = CachedStatefulSet::from(full);
-        reduce_statefulset(&mut cached);
-        cached
+        CachedStatefulSet::from(full)
     }
     fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
         metadata.generation.map(|g| g as u64)
@@ -98,7 +94,7 @@ impl Child for Service {
     const KIND: &'static str = "Service";
     type Cached = CachedService;
     fn cached(full: Self) -> CachedService {
-        metadata_only(full.metadata)
+        CachedService::from(full.metadata)
     }
     fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
         metadata.resource_version.as_ref().map(hash64)
@@ -109,19 +105,10 @@ impl Child for PodDisruptionBudget {
     const KIND: &'static str = "PodDisruptionBudget";
     type Cached = CachedBudget;
     fn cached(full: Self) -> CachedBudget {
-        metadata_only(full.metadata)
+        CachedBudget::from(full.metadata)
     }
     fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
         metadata.generation.map(|g| g as u64)
-    }
-}
-
-fn metadata_only<K>(mut metadata: ObjectMeta) -> PartialObjectMeta<K> {
-    child_metadata(&mut metadata);
-    PartialObjectMeta {
-        types: None,
-        metadata,
-        _phantom: std::marker::PhantomData,
     }
 }
 
@@ -135,32 +122,6 @@ pub fn forget_write_history(metadata: &mut ObjectMeta) {
             metadata.annotations = None;
         }
     }
-}
-
-/// Reduces a child's metadata to what judging it reads: name, namespace, uid,
-/// resourceVersion, generation, labels, ownerReferences and the applied-hash annotation.
-pub fn child_metadata(metadata: &mut ObjectMeta) {
-    let annotations = metadata.annotations.take().and_then(|mut all| {
-        let hash = all.remove(APPLIED_HASH_ANNOTATION)?;
-        Some([(APPLIED_HASH_ANNOTATION.to_string(), hash)].into())
-    });
-    *metadata = ObjectMeta {
-        name: metadata.name.take(),
-        namespace: metadata.namespace.take(),
-        uid: metadata.uid.take(),
-        resource_version: metadata.resource_version.take(),
-        generation: metadata.generation,
-        labels: metadata.labels.take(),
-        annotations,
-        owner_references: metadata.owner_references.take(),
-        ..ObjectMeta::default()
-    };
-}
-
-/// Reduces a cached StatefulSet's metadata to [`child_metadata`] (its type keeps no more of
-/// the status than status reads).
-pub fn reduce_statefulset(statefulset: &mut CachedStatefulSet) {
-    child_metadata(&mut statefulset.metadata);
 }
 
 /// Reduces a Pod to its name, namespace, instance label, deletion timestamp and Ready status.
@@ -263,43 +224,49 @@ pub fn memcacheds(client: Client, own: Arc<OwnWrites>) -> (Store<Memcached>, Obj
     (cached, changed)
 }
 
-/// The cache of the operator's children of kind `K`, and the stream of the ones whose change
-/// wakes their owner. `Api<K::Cached>` says what is fetched: whole objects, or metadata only
-/// for a `PartialObjectMeta`.
+/// The cache of the operator's children of kind `K`, filled from `events`, and the stream of
+/// the ones whose change wakes their owner.
 fn children<K>(
-    client: Client,
+    events: impl Stream<Item = Result<watcher::Event<K::Cached>, watcher::Error>> + Send + 'static,
     own: Arc<OwnWrites>,
-    reduce: impl Fn(&mut K::Cached) + Send + Sync + 'static,
     wakes: impl Fn(Option<&K::Cached>, &K::Cached) -> bool + Send + 'static,
 ) -> (Store<K::Cached>, Objects<K::Cached>)
 where
     K: Child,
-    K::Cached: Lookup<DynamicType = ()> + DeserializeOwned + Debug,
+    K::Cached: Lookup<DynamicType = ()>,
 {
     let writer = Writer::default();
     let cached = writer.as_reader();
-    let events = watcher(Api::<K::Cached>::all(client), ours())
-        .default_backoff()
-        .modify(reduce);
-    let touched = reflect(events, writer, Some((own, K::KIND)), wakes);
+    let touched = reflect(events.default_backoff(), writer, Some((own, K::KIND)), wakes);
     (cached, touched)
 }
 
-/// The operator's StatefulSets, reduced by [`reduce_statefulset`]; a change of what is kept
-/// wakes the owner.
+/// The operator's StatefulSets as [`CachedStatefulSet`]s; a change of what is kept wakes the
+/// owner.
 pub fn statefulsets(
     client: Client,
     own: Arc<OwnWrites>,
 ) -> (Store<CachedStatefulSet>, Objects<CachedStatefulSet>) {
-    children::<StatefulSet>(client, own, reduce_statefulset, |old, new| {
-        !unchanged(old, new)
-    })
+    let events = watcher(Api::<CachedStatefulSet>::all(client), ours());
+    children::<StatefulSet>(events, own, |old, new| !unchanged(old, new))
 }
 
-/// Reduces a metadata-only child to [`child_metadata`], without its type fields.
-fn reduce_partial<K>(child: &mut PartialObjectMeta<K>) {
-    child.types = None;
-    child_metadata(&mut child.metadata);
+/// A metadata-only watch of the operator's children of kind `K`, kept as `C`.
+fn metadata_only<K, C>(
+    client: Client,
+) -> impl Stream<Item = Result<watcher::Event<C>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+    C: From<kube::api::PartialObjectMeta<K>> + Send + 'static,
+{
+    let api = Api::<kube::api::PartialObjectMeta<K>>::all(client);
+    watcher(api, ours()).map_ok(|event| match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(C::from(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(C::from(object)),
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(C::from(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    })
 }
 
 /// The operator's Services, metadata only. Any new resourceVersion wakes the owner: it is the
@@ -308,9 +275,8 @@ pub fn services(
     client: Client,
     own: Arc<OwnWrites>,
 ) -> (Store<CachedService>, Objects<CachedService>) {
-    children::<Service>(client, own, reduce_partial, |old, new| {
-        old.is_none_or(|old| old.metadata != new.metadata)
-    })
+    let events = metadata_only::<Service, CachedService>(client);
+    children::<Service>(events, own, |old, new| old != Some(new))
 }
 
 /// The operator's PodDisruptionBudgets, metadata only; a change of what is kept (not the
@@ -319,13 +285,8 @@ pub fn budgets(
     client: Client,
     own: Arc<OwnWrites>,
 ) -> (Store<CachedBudget>, Objects<CachedBudget>) {
-    children::<PodDisruptionBudget>(client, own, reduce_partial, |old, new| {
-        !old.is_some_and(|old| {
-            let mut old = old.metadata.clone();
-            old.resource_version = new.metadata.resource_version.clone();
-            old == new.metadata
-        })
-    })
+    let events = metadata_only::<PodDisruptionBudget, CachedBudget>(client);
+    children::<PodDisruptionBudget>(events, own, |old, new| !unchanged(old, new))
 }
 
 /// The pods of the operator's StatefulSets, reduced by [`reduce_pod`]; a pod that appears,
@@ -409,15 +370,19 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_budget_is_what_judging_it_reads() {
+    fn a_cached_budget_is_its_names_versions_and_marks() {
+        use super::super::compact::{Marks, Owner};
+        use super::super::drift::APPLIED_HASH_ANNOTATION;
         let watched = testdata("watched-budget-metadata.json");
-        let mut budget: CachedBudget = serde_json::from_value(watched).expect("decodes");
-        budget
+        let mut watched: kube::api::PartialObjectMeta<PodDisruptionBudget> =
+            serde_json::from_value(watched).expect("decodes");
+        watched
             .metadata
             .annotations
             .get_or_insert_default()
             .insert(APPLIED_HASH_ANNOTATION.into(), "00112233aabbccdd".into());
-        child_metadata(&mut budget.metadata);
+        let full = watched.metadata.clone();
+        let budget = CachedBudget::from(watched);
         assert_eq!(
             serde_json::to_value(&budget.metadata).expect("encodes"),
             json!({
@@ -425,24 +390,42 @@ mod tests {
                 "namespace": "shop",
                 "uid": "5d0c1f0e-7a39-4c55-9b1e-2f7de1a4c3b2",
                 "resourceVersion": "48213",
-                "generation": 1,
-                "labels": {
-                    "app.kubernetes.io/component": "cache",
-                    "app.kubernetes.io/instance": "cache",
-                    "app.kubernetes.io/managed-by": "memcached-operator",
-                    "app.kubernetes.io/name": "memcached"
-                },
-                "annotations": {APPLIED_HASH_ANNOTATION: "00112233aabbccdd"},
-                "ownerReferences": [{
-                    "apiVersion": "cache.f2367556.dev/v1beta1",
-                    "kind": "Memcached",
-                    "name": "cache",
-                    "uid": "0f8a3c2e-1111-4222-8333-944455556666",
-                    "controller": true,
-                    "blockOwnerDeletion": true
-                }]
-            })
+                "generation": 1
+            }),
+            "no labels, annotations, owners, managed fields or times stay as text"
         );
+        assert_eq!(budget.marks.applied, Some(0x0011_2233_aabb_ccdd));
+        assert_eq!(
+            budget.marks.owner,
+            Some(Owner {
+                uid: hash64(Some("0f8a3c2e-1111-4222-8333-944455556666".to_string())),
+                name: None,
+            }),
+            "controlled by the Memcached of its own name"
+        );
+        // Any change of a label or an owner reference changes the marks.
+        let mut relabelled = full.clone();
+        relabelled
+            .labels
+            .get_or_insert_default()
+            .insert("app.kubernetes.io/instance".into(), "other".into());
+        assert_ne!(
+            Marks::of(&relabelled).labels_and_owners,
+            budget.marks.labels_and_owners
+        );
+        let mut not_blocking = full.clone();
+        not_blocking.owner_references.get_or_insert_default()[0].block_owner_deletion = None;
+        assert_ne!(
+            Marks::of(&not_blocking).labels_and_owners,
+            budget.marks.labels_and_owners
+        );
+        // An annotation other than the applied hash changes nothing that is kept.
+        let mut annotated = full;
+        annotated
+            .annotations
+            .get_or_insert_default()
+            .insert("example.com/other".into(), "x".into());
+        assert_eq!(CachedBudget::from(annotated), budget);
     }
 
     #[test]
@@ -451,6 +434,10 @@ mod tests {
             "apiVersion": "apps/v1", "kind": "StatefulSet",
             "metadata": {"name": "cache", "namespace": "shop", "uid": "u", "generation": 4,
                          "resourceVersion": "9", "annotations": {"a": "b"},
+                         "labels": {"app.kubernetes.io/instance": "cache"},
+                         "ownerReferences": [{"apiVersion": "cache.f2367556.dev/v1alpha1",
+                                              "kind": "Memcached", "name": "other",
+                                              "uid": "m", "controller": true}],
                          "managedFields": [{"manager": "memcached-operator"}]},
             "spec": {"replicas": 3, "selector": {}, "serviceName": "cache",
                      "template": {"spec": {"containers": [{"name": "memcached"}]}}},
@@ -463,12 +450,16 @@ mod tests {
                          "generation": 4, "resourceVersion": "9"},
             "status": {"replicas": 3, "updatedReplicas": 2, "observedGeneration": 4}
         });
-        // As a watch fills the cache: decoded as the compact type, then reduced.
-        let mut watched: CachedStatefulSet =
-            serde_json::from_value(stored.clone()).expect("decodes");
-        reduce_statefulset(&mut watched);
+        // As a watch fills the cache: decoded as the compact type.
+        let watched: CachedStatefulSet = serde_json::from_value(stored.clone()).expect("decodes");
         assert_eq!(serde_json::to_value(&watched).expect("encodes"), expected);
-        // As an apply's answer enters it: the whole object, reduced.
+        assert_eq!(watched.marks.applied, None, "no applied hash");
+        assert_eq!(
+            watched.marks.owner.as_ref().and_then(|o| o.name.as_deref()),
+            Some("other"),
+            "an owner of another name keeps its name"
+        );
+        // As an apply's answer enters it: the whole object, reduced alike.
         let applied: StatefulSet = serde_json::from_value(stored).expect("decodes");
         assert_eq!(StatefulSet::cached(applied), watched);
     }

@@ -3,11 +3,11 @@
 //!
 //! From the cache ([`judge`]): every child the controller applies carries
 //! [`APPLIED_HASH_ANNOTATION`], a hash of the desired state it was applied with. A child whose
-//! hash differs from today's desired state, whose labels or owner lack what the desired
-//! state says, or that is missing, is written. One that matches, at the spec version the
-//! controller last applied or verified it at ([`Known`]), is current. Anything else (someone
-//! else changed its spec, or the controller restarted and knows nothing yet) is verified:
-//! fetched and compared.
+//! hash differs from today's desired state, or that is missing, is written. One that matches,
+//! at the uid, spec version and labels and owners the controller last applied or verified it
+//! with ([`Known`]), is current. Anything else (someone else changed its spec, labels or
+//! owners, or the controller restarted and knows nothing yet) is verified: fetched and
+//! compared.
 //!
 //! The comparison ([`first_difference`]) is a subset check on JSON: fields the API server adds
 //! (defaults, status, managed fields) are ignored; fields we set must be present and equal.
@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::compact::Marks;
 use super::own_writes::{Known, hash64};
 use crate::api::sizes::parse_quantity_millis;
 
@@ -65,49 +66,37 @@ pub fn stamped(metadata: &ObjectMeta) -> Option<u64> {
     u64::from_str_radix(text, 16).ok()
 }
 
-/// Whether `have` lacks or contradicts anything in `want`, compared as JSON.
-fn lacks<T: Serialize>(want: &T, have: &T) -> bool {
-    match (serde_json::to_value(want), serde_json::to_value(have)) {
-        (Ok(want), Ok(have)) => differs(&want, &have),
-        _ => true,
-    }
-}
-
-/// What is known of a child now, to remember after applying or verifying it.
-pub fn known(live: &ObjectMeta, version: Option<u64>, desired: u64) -> Known {
+/// What is known of a child now, to remember after applying or verifying it: `cached` is what
+/// the cache keeps of it (its metadata and marks), `version` its spec version.
+pub fn known(cached: &ObjectMeta, marks: &Marks, version: Option<u64>, desired: u64) -> Known {
     Known {
-        uid: hash64(&live.uid),
+        uid: hash64(&cached.uid),
         version: version.unwrap_or_default(),
         desired,
+        labels_and_owners: marks.labels_and_owners,
     }
 }
 
-/// Judges a child from the cache: `desired` is the stamped desired metadata, `cached` the
-/// child's cached metadata with its spec `version`, and `known` what the controller last knew
-/// of it.
+/// Judges a child from the cache: `desired` is the stamped desired metadata, `cached` what the
+/// cache keeps of the child (metadata, marks, spec version), and `known` what the controller
+/// last knew of it.
 pub fn judge(
     desired: &ObjectMeta,
-    cached: Option<(&ObjectMeta, Option<u64>)>,
+    cached: Option<(&ObjectMeta, &Marks, Option<u64>)>,
     known: Option<Known>,
 ) -> Verdict {
     let hash = stamped(desired).unwrap_or_default();
-    let Some((cached, version)) = cached else {
+    let Some((cached, marks, version)) = cached else {
         // Applied moments ago and not seen yet, or gone while the watch was down: ask.
         return match known {
             Some(known) if known.desired == hash => Verdict::Verify,
             _ => Verdict::Write("missing"),
         };
     };
-    if stamped(cached) != Some(hash) {
+    if marks.applied != Some(hash) {
         return Verdict::Write("desired state changed");
     }
-    if lacks(&desired.labels, &cached.labels) {
-        return Verdict::Write(".metadata.labels");
-    }
-    if lacks(&desired.owner_references, &cached.owner_references) {
-        return Verdict::Write(".metadata.ownerReferences");
-    }
-    if known == Some(self::known(cached, version, hash)) {
+    if known == Some(self::known(cached, marks, version, hash)) {
         Verdict::Current
     } else {
         Verdict::Verify
@@ -227,14 +216,15 @@ mod tests {
         service.metadata
     }
 
-    fn cached(desired: &ObjectMeta) -> ObjectMeta {
+    fn cached(desired: &ObjectMeta) -> (ObjectMeta, Marks) {
         let mut cached = desired.clone();
         cached.uid = Some("u-1".into());
         cached
             .labels
             .get_or_insert_default()
             .insert("added-by-someone".into(), "x".into());
-        cached
+        let marks = Marks::of(&cached);
+        (cached, marks)
     }
 
     #[test]
@@ -254,11 +244,8 @@ mod tests {
     fn a_child_the_cache_lacks_is_written_unless_the_controller_just_wrote_it() {
         let desired = stamped_meta(&[("app", "a")]);
         assert_eq!(judge(&desired, None, None), Verdict::Write("missing"));
-        let ours = known(
-            &cached(&desired),
-            Some(1),
-            stamped(&desired).expect("stamped"),
-        );
+        let (child, marks) = cached(&desired);
+        let ours = known(&child, &marks, Some(1), stamped(&desired).expect("stamped"));
         assert_eq!(judge(&desired, None, Some(ours)), Verdict::Verify);
         let older = Known {
             desired: ours.desired ^ 1,
@@ -271,54 +258,64 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_child_at_the_known_version_with_todays_hash_is_current() {
+    fn a_cached_child_as_last_known_with_todays_hash_is_current() {
         let desired = stamped_meta(&[("app", "a")]);
-        let child = cached(&desired);
+        let (child, marks) = cached(&desired);
         let hash = stamped(&desired).expect("stamped");
-        let ours = known(&child, Some(3), hash);
+        let ours = known(&child, &marks, Some(3), hash);
         assert_eq!(
-            judge(&desired, Some((&child, Some(3))), Some(ours)),
+            judge(&desired, Some((&child, &marks, Some(3))), Some(ours)),
             Verdict::Current
         );
         // Someone else changed its spec: a new generation.
         assert_eq!(
-            judge(&desired, Some((&child, Some(4))), Some(ours)),
+            judge(&desired, Some((&child, &marks, Some(4))), Some(ours)),
             Verdict::Verify
         );
         // Re-created by someone else: a new uid.
         let mut recreated = child.clone();
         recreated.uid = Some("u-2".into());
         assert_eq!(
-            judge(&desired, Some((&recreated, Some(3))), Some(ours)),
+            judge(&desired, Some((&recreated, &marks, Some(3))), Some(ours)),
+            Verdict::Verify
+        );
+        // Someone else removed a label or an owner reference since: compared field by field.
+        let mut unlabelled = child.clone();
+        unlabelled.labels = None;
+        let unlabelled_marks = Marks::of(&unlabelled);
+        assert_eq!(
+            judge(
+                &desired,
+                Some((&unlabelled, &unlabelled_marks, Some(3))),
+                Some(ours)
+            ),
             Verdict::Verify
         );
         // The controller restarted.
         assert_eq!(
-            judge(&desired, Some((&child, Some(3))), None),
+            judge(&desired, Some((&child, &marks, Some(3))), None),
             Verdict::Verify
         );
     }
 
     #[test]
-    fn a_new_desired_state_or_missing_labels_are_written_from_the_cache() {
+    fn a_new_desired_state_or_a_missing_stamp_is_written_from_the_cache() {
         let desired = stamped_meta(&[("app", "a")]);
-        let child = cached(&desired);
-        let ours = known(&child, Some(3), stamped(&desired).expect("stamped"));
+        let (child, marks) = cached(&desired);
+        let ours = known(&child, &marks, Some(3), stamped(&desired).expect("stamped"));
         let changed = stamped_meta(&[("app", "b")]);
         assert_eq!(
-            judge(&changed, Some((&child, Some(3))), Some(ours)),
+            judge(&changed, Some((&child, &marks, Some(3))), Some(ours)),
             Verdict::Write("desired state changed")
-        );
-        let mut unlabelled = child.clone();
-        unlabelled.labels = None;
-        assert_eq!(
-            judge(&desired, Some((&unlabelled, Some(3))), Some(ours)),
-            Verdict::Write(".metadata.labels")
         );
         let mut unstamped = child;
         unstamped.annotations = None;
         assert_eq!(
-            judge(&desired, Some((&unstamped, Some(3))), Some(ours)),
+            judge(
+                &desired,
+                Some((&unstamped, &Marks::of(&unstamped), Some(3))),
+                Some(ours)
+            ),
             Verdict::Write("desired state changed")
         );
     }

@@ -39,7 +39,8 @@ use self::children::{Platform, desired_pdb, desired_service, desired_statefulset
 use self::drift::Verdict;
 use self::events::{Change, Events};
 use self::metrics::Metrics;
-use self::own_writes::OwnWrites;
+use self::compact::Marked;
+use self::own_writes::{OwnWrites, hash64};
 use self::status::{Observed, Problem, desired_status};
 use self::watches::Children;
 use crate::admission::{Defaults, default_spec, validate_create};
@@ -453,7 +454,7 @@ where
     let known = run.own.known(kind, desired.meta());
     let judged = cached
         .as_deref()
-        .map(|c| (c.meta(), K::spec_version(c.meta())));
+        .map(|c| (c.meta(), c.marks(), K::spec_version(c.meta())));
     let api = Api::<K>::namespaced(context.client.clone(), &namespace);
     let mut exists = cached.is_some();
     match (drift::judge(desired.meta(), judged, known), cached) {
@@ -477,12 +478,13 @@ where
                 match difference {
                     None => {
                         let version = K::spec_version(live.meta());
+                        let kept = K::cached(live);
                         run.own.learn(
                             kind,
                             desired.meta(),
-                            drift::known(live.meta(), version, hash),
+                            drift::known(kept.meta(), kept.marks(), version, hash),
                         );
-                        return Ok(K::cached(live));
+                        return Ok(kept);
                     }
                     Some(path) => {
                         info!(memcached = %memcached, kind, field = %path, "child differs from its desired state")
@@ -502,10 +504,12 @@ where
         .map_err(|e| api_error("apply", kind, owner, e))?;
     run.own.wrote(kind, applied.meta());
     let version = K::spec_version(applied.meta());
+    let related = applied.object_ref(&());
+    let kept = K::cached(applied);
     run.own.learn(
         kind,
-        applied.meta(),
-        drift::known(applied.meta(), version, hash),
+        kept.meta(),
+        drift::known(kept.meta(), kept.marks(), version, hash),
     );
     let (reason, verb) = if exists {
         ("Updated", "updated")
@@ -516,9 +520,9 @@ where
     changes.push(Change {
         reason,
         note: format!("{kind} {name} {verb}"),
-        related: applied.object_ref(&()),
+        related,
     });
-    Ok(K::cached(applied))
+    Ok(kept)
 }
 
 /// Deletes the Memcached's PodDisruptionBudget if one it owns exists.
@@ -538,13 +542,11 @@ async fn remove_budget(
     let namespace = owner.namespace().unwrap_or_default();
     let api = Api::<PodDisruptionBudget>::namespaced(context.client.clone(), &namespace);
     let owned_uid = |budget: &CachedBudget| {
-        let owner_uid = owner.uid().unwrap_or_default();
         let owned = budget
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == owner_uid);
+            .marks
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.uid == hash64(owner.uid()));
         owned.then(|| budget.metadata.uid.clone()).flatten()
     };
     let cached = run
@@ -562,7 +564,7 @@ async fn remove_budget(
             .get_metadata_opt(&name)
             .await
             .map_err(|e| api_error("get", KIND, owner, e))?
-            .and_then(|budget| owned_uid(&budget)),
+            .and_then(|budget| owned_uid(&CachedBudget::from(budget))),
         None => None,
     };
     let Some(uid) = uid else { return Ok(()) };

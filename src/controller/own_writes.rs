@@ -9,9 +9,9 @@
 //!   whose echo arrives before its answer is recorded wakes one reconcile that finds nothing to
 //!   do, which is harmless. Until a status write's echo arrives, the status written stands in
 //!   for the cached one, so a reconcile woken in between does not act on an older status.
-//! - **known children**: per child, the uid and spec version (the generation, or for a Service,
-//!   which has none, the resourceVersion) at which the controller last applied it or compared
-//!   it field by field, and the hash of the desired state it had then. A cached child at
+//! - **known children**: per child, the uid, spec version (the generation, or for a Service,
+//!   which has none, the resourceVersion) and labels and owners at which the controller last
+//!   applied it or compared it field by field, and the hash of the desired state it had then. A cached child at
 //!   another spec version was changed by someone else and is compared again.
 //!
 //! Nothing here talks to the API server or decides anything; `drift` decides, and the watch
@@ -39,6 +39,8 @@ pub struct Known {
     pub version: u64,
     /// The hash of the desired state (the applied-hash annotation).
     pub desired: u64,
+    /// The hash of its labels and owner references (`Marks::labels_and_owners`).
+    pub labels_and_owners: u64,
 }
 
 /// The records of one kind, keyed by a hash of namespace and name.
@@ -249,6 +251,7 @@ mod tests {
             uid: 1,
             version: 2,
             desired: 3,
+            labels_and_owners: 4,
         };
         own.wrote("Service", &meta("cache", "5"));
         own.learn("Service", &meta("cache", "5"), known);

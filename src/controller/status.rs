@@ -257,6 +257,7 @@ mod tests {
                 updated_replicas: Some(updated),
                 observed_generation: Some(if current { 5 } else { 4 }),
             }),
+            ..CachedStatefulSet::default()
         }
     }
 

@@ -14,15 +14,14 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::future::FutureExt;
 use futures::stream::{self, BoxStream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::cache::{self, CachedBudget, CachedService, Objects};
-use super::compact::{CachedPod, CachedStatefulSet};
+use super::cache::{self, Objects};
+use super::compact::{CachedBudget, CachedPod, CachedService, CachedStatefulSet, Marked};
 use super::own_writes::OwnWrites;
 use crate::api::v1beta1::Memcached;
 
@@ -32,7 +31,7 @@ pub const LISTING_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The caches of the controller's children, filled by their own task while this lives.
 pub struct Children {
-    /// StatefulSets, reduced by [`cache::reduce_statefulset`].
+    /// StatefulSets, as [`CachedStatefulSet`]s.
     pub statefulsets: Store<CachedStatefulSet>,
     /// Services, metadata only.
     pub services: Store<CachedService>,
@@ -61,11 +60,9 @@ impl Children {
         let (budgets, budgets_touched) = cache::budgets(client.clone(), own);
         let (pods, pods_changed) = cache::pods(client);
         let owners = stream::select_all([
-            owners("StatefulSets", statefulsets_touched, |s| owner_of(s.meta())),
-            owners("Services", services_touched, |s| owner_of(s.meta())),
-            owners("PodDisruptionBudgets", budgets_touched, |b| {
-                owner_of(b.meta())
-            }),
+            owners("StatefulSets", statefulsets_touched, |s| owner_of(&s)),
+            owners("Services", services_touched, |s| owner_of(&s)),
+            owners("PodDisruptionBudgets", budgets_touched, |b| owner_of(&b)),
             owners("Pods", pods_changed, |pod| cache::owner_of_pod(&pod)),
         ]);
         let (wake, woken) = mpsc::unbounded();
@@ -159,29 +156,26 @@ fn owners<K: Send + 'static>(
 }
 
 /// The Memcached that controls a child: its controller owner reference, when that names a
-/// Memcached of this API group.
-pub fn owner_of(metadata: &ObjectMeta) -> Option<ObjectRef<Memcached>> {
+/// Memcached of this API group (read into the child's [`Marks`](super::compact::Marks)).
+pub fn owner_of<C: Resource + Marked>(child: &C) -> Option<ObjectRef<Memcached>> {
+    let metadata = child.meta();
     let namespace = metadata.namespace.as_deref()?;
-    let group = format!("{}/", Memcached::group(&()));
-    metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|owner| {
-            owner.controller == Some(true)
-                && owner.kind == Memcached::kind(&())
-                && owner.api_version.starts_with(&group)
-        })
-        .map(|owner| ObjectRef::new(&owner.name).within(namespace))
+    let owner = child.marks().owner.as_ref()?;
+    let name = owner.name.as_deref().or(metadata.name.as_deref())?;
+    Some(ObjectRef::new(name).within(namespace))
 }
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     use super::*;
 
-    fn owned_by(kind: &str, api_version: &str, controller: Option<bool>) -> ObjectMeta {
+    fn owned_by(kind: &str, api_version: &str, controller: Option<bool>) -> CachedService {
+        CachedService::from(metadata_owned_by(kind, api_version, controller))
+    }
+
+    fn metadata_owned_by(kind: &str, api_version: &str, controller: Option<bool>) -> ObjectMeta {
         ObjectMeta {
             name: Some("cache".into()),
             namespace: Some("shop".into()),
@@ -233,7 +227,19 @@ mod tests {
             );
         }
         let mut cluster_scoped = owned_by("Memcached", "cache.f2367556.dev/v1beta1", Some(true));
-        cluster_scoped.namespace = None;
+        cluster_scoped.metadata.namespace = None;
         assert_eq!(owner_of(&cluster_scoped), None);
+    }
+
+    #[test]
+    fn an_owner_of_the_childs_own_name_is_kept_without_its_name() {
+        let mut same = metadata_owned_by("Memcached", "cache.f2367556.dev/v1beta1", Some(true));
+        same.owner_references.get_or_insert_default()[0].name = "cache".into();
+        let child = CachedService::from(same);
+        assert_eq!(child.marks.owner.as_ref().map(|o| o.name.clone()), Some(None));
+        assert_eq!(
+            owner_of(&child),
+            Some(ObjectRef::new("cache").within("shop"))
+        );
     }
 }
