@@ -174,8 +174,16 @@ until curl -fsS "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; do sleep 
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$operator_pid/status"; }
 hwm() { awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status"; }
+# What the resident memory is made of: anonymous (heap, stacks), file-backed (the binary's own
+# pages) in KiB, and the operator's threads, as JSON.
+parts() {
+  awk '/^RssAnon:/ {a=$2} /^RssFile:/ {f=$2} /^Threads:/ {t=$2}
+       END {printf "{\"anon_mib\": %.1f, \"file_mib\": %.1f, \"threads\": %d}", a/1024, f/1024, t}' \
+    "/proc/$operator_pid/status"
+}
 sleep 2
 idle_rss=$(rss)
+idle_parts=$(parts)
 
 # Metrics scrapes, as Prometheus makes them: HTTPS (the certificate is self-signed here, so not
 # verified), the bearer token of a ServiceAccount bound to the metrics-reader role.
@@ -247,6 +255,7 @@ done
 quiet_at=$(date +%s.%N)
 first_pass_reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 settled_rss=$(rss)
+settled_parts=$(parts)
 sleep "$STEADY_SECONDS"
 steady_to=$(date +%s.%N)
 steady_rss=$(rss)
@@ -260,10 +269,10 @@ mkdir -p "$(dirname "$OUT")"
 python3 - "$N" "$start" "$created" "$done_at" "$idle_rss" "$peak" "$peak_hwm" "$settled_rss" \
   "$reconciliations" "$cpu_ticks" "$ticks_per_second" "$scrape_summary" "$steady_rss" \
   "$requests_summary" "$quiet_at" "$first_pass_reconciliations" "$baseline_start" \
-  "$baseline_created" >"$OUT" <<'PY'
+  "$baseline_created" "$idle_parts" "$settled_parts" >"$OUT" <<'PY'
 import json, sys
 (n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes, steady, requests,
- quiet, first_recs, baseline_start, baseline_created) = sys.argv[1:]
+ quiet, first_recs, baseline_start, baseline_created, idle_parts, settled_parts) = sys.argv[1:]
 create = float(created) - float(start)
 alone = float(baseline_created) - float(baseline_start)
 print(json.dumps({
@@ -279,6 +288,7 @@ print(json.dumps({
     "rss_high_water_mib": round(int(hwm) / 1024, 1),
     "rss_settled_mib": round(int(settled) / 1024, 1),
     "rss_after_steady_window_mib": round(int(steady) / 1024, 1),
+    "rss_parts": {"idle": json.loads(idle_parts), "settled": json.loads(settled_parts)},
     "reconciliations": int(float(recs or 0)),
     "cpu_seconds": round(int(ticks) / int(hz), 2),
     "metrics_scrapes": json.loads(scrapes),

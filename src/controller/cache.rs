@@ -48,9 +48,9 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use super::compact::{CachedBudget, CachedService};
 #[cfg(doc)]
 use super::compact::Marks;
+pub use super::compact::{CachedBudget, CachedService};
 use super::compact::{CachedPod, CachedStatefulSet, Conditions, Marked};
 use super::own_writes::{MEMCACHED, OwnWrites, hash64};
 use crate::api::v1beta1::Memcached;
@@ -237,7 +237,12 @@ where
 {
     let writer = Writer::default();
     let cached = writer.as_reader();
-    let touched = reflect(events.default_backoff(), writer, Some((own, K::KIND)), wakes);
+    let touched = reflect(
+        events.default_backoff(),
+        writer,
+        Some((own, K::KIND)),
+        wakes,
+    );
     (cached, touched)
 }
 

@@ -17,6 +17,7 @@ pub mod events;
 pub mod metrics;
 pub mod own_writes;
 pub mod status;
+pub mod sweep;
 pub mod watches;
 
 use std::collections::HashMap;
@@ -36,10 +37,10 @@ use tracing::{info, warn};
 
 use self::cache::{CachedBudget, Child};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
+use self::compact::Marked;
 use self::drift::Verdict;
 use self::events::{Change, Events};
 use self::metrics::Metrics;
-use self::compact::Marked;
 use self::own_writes::{OwnWrites, hash64};
 use self::status::{Observed, Problem, desired_status};
 use self::watches::Children;
@@ -47,9 +48,9 @@ use crate::admission::{Defaults, default_spec, validate_create};
 use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached};
 use crate::operator;
 
-/// How long to wait before looking again at a Memcached that reconciled cleanly. Such a look
-/// reads only the caches, so it costs no request unless something differs; it repairs what a
-/// lost watch event would otherwise leave (a child deleted while a watch was re-listing).
+/// How often every Memcached is looked at again ([`sweep`]). Such a look reads only the
+/// caches, so it costs no request unless something differs; it repairs what a lost watch event
+/// would otherwise leave (a child deleted while a watch was re-listing).
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// How long a reconcile may run before the controller warns that it is still waiting.
 pub const SLOW_RECONCILE: Duration = Duration::from_secs(30);
@@ -211,6 +212,7 @@ async fn controller(
     let own = Arc::new(OwnWrites::default());
     let (children, woken) = Children::follow(client.clone(), own.clone());
     let (memcacheds, changed) = cache::memcacheds(client, own.clone());
+    let resync = sweep::sweep(memcacheds.clone(), RESYNC);
     let run = Arc::new(Run {
         context,
         own,
@@ -219,6 +221,7 @@ async fn controller(
     let reconciling = Controller::for_stream(changed, memcacheds)
         .with_config(config)
         .reconcile_on(woken)
+        .reconcile_on(resync)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, run.clone())
         .for_each(|result| async move {
@@ -424,7 +427,8 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     }
     context.clear_failures(&object);
     context.events.clear(&object.metadata);
-    Ok(Action::requeue(RESYNC))
+    // Looked at again by the sweep (`RESYNC`), or sooner on a change.
+    Ok(Action::await_change())
 }
 
 /// Brings one child to its desired state, judged from the cache; returns what the cache keeps

@@ -236,7 +236,10 @@ mod tests {
         let mut same = metadata_owned_by("Memcached", "cache.f2367556.dev/v1beta1", Some(true));
         same.owner_references.get_or_insert_default()[0].name = "cache".into();
         let child = CachedService::from(same);
-        assert_eq!(child.marks.owner.as_ref().map(|o| o.name.clone()), Some(None));
+        assert_eq!(
+            child.marks.owner.as_ref().map(|o| o.name.clone()),
+            Some(None)
+        );
         assert_eq!(
             owner_of(&child),
             Some(ObjectRef::new("cache").within("shop"))
