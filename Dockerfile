@@ -4,6 +4,9 @@
 # PLATFORMS in packager/src/release.rs (docs/packaging.md, Platforms).
 
 FROM docker.io/library/rust:1.95.0-alpine AS builder
+# make: tikv-jemalloc-sys builds jemalloc, the operator's allocator, from its C sources (the
+# image already has gcc and musl-dev).
+RUN apk add --no-cache make
 WORKDIR /src
 # Dependencies first, so that editing the sources reuses their layer. The workspace's other
 # members (the packaging tool, the test kit) are never built here, but cargo reads their

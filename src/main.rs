@@ -4,6 +4,8 @@
 //!
 //! Each subcommand's flags live in the module that implements it; this file only wires them.
 
+mod allocator;
+
 use std::process::ExitCode;
 
 use anyhow::Context;
