@@ -9,7 +9,7 @@
 //! it reconciles cleanly or is deleted.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -18,6 +18,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use tracing::warn;
 
+use super::budget::RequestBudget;
 use super::own_writes::hash64;
 use crate::api::v1beta1::Memcached;
 
@@ -89,17 +90,30 @@ pub struct Events {
     controller: String,
     instance: String,
     warnings: LastWarnings,
+    requests: Arc<RequestBudget>,
 }
 
 impl Events {
-    /// A publisher reporting as `controller`, from `instance` (the pod's name).
-    pub fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
+    /// A publisher reporting as `controller`, from `instance` (the pod's name), whose
+    /// requests count against `requests`.
+    pub fn new(
+        client: Client,
+        controller: &str,
+        instance: Option<String>,
+        requests: Arc<RequestBudget>,
+    ) -> Self {
         Self {
             client,
             controller: controller.into(),
             instance: instance.unwrap_or_else(|| controller.into()),
             warnings: LastWarnings::default(),
+            requests,
         }
+    }
+
+    /// Counts the publisher's requests against `requests` from now on.
+    pub fn spend_from(&mut self, requests: Arc<RequestBudget>) {
+        self.requests = requests;
     }
 
     /// Publishes a change made to `object`'s child `related`.
@@ -157,7 +171,11 @@ impl Events {
         };
         let api =
             Api::<Event>::namespaced(self.client.clone(), &object.namespace().unwrap_or_default());
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
+        let created = self
+            .requests
+            .spend(api.create(&PostParams::default(), &event))
+            .await;
+        if let Err(error) = created {
             warn!(%error, "could not publish an event");
         }
     }

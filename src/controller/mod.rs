@@ -9,6 +9,7 @@
 //! validated here too (defense in depth), so an invalid object that slipped past missing
 //! webhooks is reported as Degraded/InvalidSpec and changes nothing.
 
+pub mod budget;
 pub mod cache;
 pub mod children;
 pub mod compact;
@@ -35,6 +36,7 @@ use kube::{Client, Resource, ResourceExt};
 use thiserror::Error;
 use tracing::{info, warn};
 
+use self::budget::RequestBudget;
 use self::cache::{CachedBudget, Child};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use self::compact::Marked;
@@ -106,17 +108,22 @@ pub struct Context {
     failures: Mutex<HashMap<ObjectRef<Memcached>, u32>>,
     /// Reconciles at once; 0 for no bound.
     pub concurrency: u16,
+    /// The controller's API requests in flight at once (Events included).
+    pub requests: Arc<RequestBudget>,
 }
 
 impl Context {
     /// Creates the shared context.
     pub fn new(client: Client, defaults: Defaults, platform: Platform, metrics: Metrics) -> Self {
+        let requests = Arc::new(RequestBudget::new(0));
         Self {
             events: Events::new(
                 client.clone(),
                 operator::NAME,
                 std::env::var("HOSTNAME").ok(),
+                requests.clone(),
             ),
+            requests,
             client,
             defaults,
             platform,
@@ -124,6 +131,12 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             concurrency: 0,
         }
+    }
+
+    /// Bounds the controller's API requests in flight to `limit` (0: no bound).
+    pub fn limit_requests(&mut self, limit: u16) {
+        self.requests = Arc::new(RequestBudget::new(limit));
+        self.events.spend_from(self.requests.clone());
     }
 
     fn record_failure(&self, object: &Memcached) -> u32 {
@@ -321,45 +334,45 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
         }
     };
 
+    // The children are independent: they are judged, and written if need be, at once, so a
+    // reconcile that writes them waits for one round trip rather than one per child.
     let mut failure = None;
     let mut statefulset = None;
     let mut changes = Vec::new();
     if problem.is_none() {
-        let changes = &mut changes;
-        let applied = async {
-            let sts = ensure(
+        let (mut sts_changes, mut svc_changes, mut pdb_changes) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let (sts, svc, pdb) = futures::join!(
+            ensure(
                 &run,
                 &object,
                 desired_statefulset(&effective, context.platform),
                 &run.children.statefulsets,
-                changes,
-            )
-            .await?;
+                &mut sts_changes,
+            ),
             ensure(
                 &run,
                 &object,
                 desired_service(&effective),
                 &run.children.services,
-                changes,
-            )
-            .await?;
-            match desired_pdb(&effective) {
-                Some(pdb) => {
-                    ensure(&run, &object, pdb, &run.children.budgets, changes).await?;
+                &mut svc_changes,
+            ),
+            async {
+                match desired_pdb(&effective) {
+                    Some(pdb) => {
+                        ensure(&run, &object, pdb, &run.children.budgets, &mut pdb_changes)
+                            .await
+                            .map(drop)
+                    }
+                    None => remove_budget(&run, &object, &mut pdb_changes).await,
                 }
-                None => remove_budget(&run, &object, changes).await?,
-            }
-            Ok::<_, Error>(sts)
+            },
+        );
+        changes = [sts_changes, svc_changes, pdb_changes].concat();
+        match (sts, svc, pdb) {
+            (Ok(sts), Ok(_), Ok(())) => statefulset = Some(sts),
+            (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => failure = Some(error),
         }
-        .await;
-        match applied {
-            Ok(sts) => statefulset = Some(sts),
-            Err(error) => failure = Some(error),
-        }
-    }
-    // One Event for what this reconcile changed, however many children that was.
-    if let Some((reason, note, related)) = events::summarize(changes) {
-        context.events.changed(&object, reason, note, related).await;
     }
     let statefulset = statefulset.or_else(|| {
         let cached = run
@@ -399,18 +412,29 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
         problem.as_ref(),
         &now,
     );
-    if effective.status.as_ref() != Some(&status) {
+    // One Event for what this reconcile changed, however many children that was, published
+    // while the status is written.
+    let event = async {
+        if let Some((reason, note, related)) = events::summarize(changes) {
+            context.events.changed(&object, reason, note, related).await;
+        }
+    };
+    let status_written = async {
+        if effective.status.as_ref() == Some(&status) {
+            return Ok(());
+        }
         let memcacheds = Api::<Memcached>::namespaced(context.client.clone(), &namespace);
-        let patched = memcacheds
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "status": status })),
-            )
+        let patch = Patch::Merge(serde_json::json!({ "status": status }));
+        let patched = context
+            .requests
+            .spend(memcacheds.patch_status(&name, &PatchParams::default(), &patch))
             .await
             .map_err(|e| api_error("patch status of", "Memcached", &object, e))?;
         run.own.wrote_status(&patched.metadata, status);
-    }
+        Ok::<_, Error>(())
+    };
+    let ((), written) = futures::join!(event, status_written);
+    written?;
     if let Some(error) = failure {
         context
             .events
@@ -468,8 +492,9 @@ where
         }
         (Verdict::Write(_), _) => {}
         (Verdict::Current | Verdict::Verify, _) => {
-            let live = api
-                .get_opt(&name)
+            let live = context
+                .requests
+                .spend(api.get_opt(&name))
                 .await
                 .map_err(|e| api_error("get", kind, owner, e))?;
             exists = live.is_some();
@@ -498,12 +523,10 @@ where
         }
     }
     context.metrics.child_written(kind);
-    let applied = api
-        .patch(
-            &name,
-            &PatchParams::apply(operator::NAME).force(),
-            &Patch::Apply(&desired),
-        )
+    let apply = PatchParams::apply(operator::NAME).force();
+    let applied = context
+        .requests
+        .spend(api.patch(&name, &apply, &Patch::Apply(&desired)))
         .await
         .map_err(|e| api_error("apply", kind, owner, e))?;
     run.own.wrote(kind, applied.meta());
@@ -564,8 +587,9 @@ async fn remove_budget(
     };
     let uid = match cached {
         Some(budget) => owned_uid(&budget),
-        None if run.own.known(KIND, &unseen).is_some() => api
-            .get_metadata_opt(&name)
+        None if run.own.known(KIND, &unseen).is_some() => context
+            .requests
+            .spend(api.get_metadata_opt(&name))
             .await
             .map_err(|e| api_error("get", KIND, owner, e))?
             .and_then(|budget| owned_uid(&CachedBudget::from(budget))),
@@ -580,7 +604,11 @@ async fn remove_budget(
         }),
         ..DeleteParams::default()
     };
-    match api.delete(&name, &only_that_one).await {
+    match context
+        .requests
+        .spend(api.delete(&name, &only_that_one))
+        .await
+    {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(error) => return Err(api_error("delete", KIND, owner, error)),
