@@ -5,7 +5,10 @@
 
 FROM docker.io/library/rust:1.95.0-alpine AS builder
 # make: tikv-jemalloc-sys builds jemalloc, the operator's allocator, from its C sources (the
-# image already has gcc and musl-dev).
+# image already has gcc and musl-dev). Its version is the one of the Alpine release the pinned
+# base image is built on; Alpine keeps only the latest build of a package, so a pinned
+# package version would stop building when Alpine publishes a fix.
+# hadolint ignore=DL3018
 RUN apk add --no-cache make
 WORKDIR /src
 # Dependencies first, so that editing the sources reuses their layer. The workspace's other
