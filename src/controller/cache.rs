@@ -211,13 +211,26 @@ where
 }
 
 /// The cache of every Memcached, and the stream of changed Memcacheds that fills it. A status
-/// write of the controller's own coming back wakes nothing.
-pub fn memcacheds(client: Client, own: Arc<OwnWrites>) -> (Store<Memcached>, Objects<Memcached>) {
+/// write of the controller's own coming back wakes nothing. `arrived` is called for each
+/// Memcached seen for the first time after the first list (a new one, not a listed one).
+pub fn memcacheds(
+    client: Client,
+    own: Arc<OwnWrites>,
+    arrived: impl Fn() + Send + Sync + 'static,
+) -> (Store<Memcached>, Objects<Memcached>) {
     let writer = Writer::default();
     let cached = writer.as_reader();
+    let seen = writer.as_reader();
     let events = watcher(Api::<Memcached>::all(client), watcher::Config::default())
         .default_backoff()
-        .modify(|memcached: &mut Memcached| forget_write_history(memcached.meta_mut()));
+        .modify(|memcached: &mut Memcached| forget_write_history(memcached.meta_mut()))
+        .inspect_ok(move |event| {
+            if let watcher::Event::Apply(memcached) = event
+                && seen.get(&ObjectRef::from(memcached)).is_none()
+            {
+                arrived();
+            }
+        });
     let changed = reflect(events, writer, Some((own, MEMCACHED)), |old, new| {
         !unchanged(old, new)
     });

@@ -224,7 +224,8 @@ async fn controller(
     let config = kube::runtime::controller::Config::default().concurrency(context.concurrency);
     let own = Arc::new(OwnWrites::default());
     let (children, woken) = Children::follow(client.clone(), own.clone());
-    let (memcacheds, changed) = cache::memcacheds(client, own.clone());
+    let requests = context.requests.clone();
+    let (memcacheds, changed) = cache::memcacheds(client, own.clone(), move || requests.arrived());
     let resync = sweep::sweep(memcacheds.clone(), RESYNC);
     let run = Arc::new(Run {
         context,

@@ -194,7 +194,7 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
 
     // The caches, filled as the controller fills them.
     let own = Arc::new(OwnWrites::default());
-    let (memcacheds, changed) = cache::memcacheds(env.client.clone(), own.clone());
+    let (memcacheds, changed) = cache::memcacheds(env.client.clone(), own.clone(), || {});
     let (statefulsets, sts_touched) = cache::statefulsets(env.client.clone(), own.clone());
     let (services, svc_touched) = cache::services(env.client.clone(), own.clone());
     let (budgets, pdb_touched) = cache::budgets(env.client.clone(), own);
