@@ -7,8 +7,8 @@
 //! no header: at 1,000 objects the anonymous resident memory grows by 5.8 MiB instead of
 //! 7.4 MiB (docs/performance.md). One arena suits a process with a thread per core; the
 //! thread caches keep the arena's lock off the webhooks' path (without them the mutating
-//! webhook answered half as many requests). Only the operator binary uses it; tests and the packaging tool keep the
-//! system allocator.
+//! webhook answered half as many requests). Only the operator binary uses it; tests and the
+//! packaging tool keep the system allocator.
 //!
 //! The settings are compiled in (`malloc_conf`); `_RJEM_MALLOC_CONF` in the environment
 //! overrides them, as jemalloc documents.

@@ -58,7 +58,7 @@ impl Marks {
             (&owner.api_version, &owner.kind, &owner.name, &owner.uid).hash(&mut hasher);
             (owner.controller, owner.block_owner_deletion).hash(&mut hasher);
         }
-        let group = format!("{}/", <Memcached as kube::Resource>::group(&()));
+        let group = <Memcached as kube::Resource>::group(&());
         let owner = metadata
             .owner_references
             .iter()
@@ -66,7 +66,10 @@ impl Marks {
             .find(|owner| {
                 owner.controller == Some(true)
                     && owner.kind == <Memcached as kube::Resource>::kind(&())
-                    && owner.api_version.starts_with(&group)
+                    && owner
+                        .api_version
+                        .split_once('/')
+                        .is_some_and(|(owners_group, _)| owners_group == group)
             })
             .map(|owner| Owner {
                 uid: hash64(Some(&owner.uid)),

@@ -111,11 +111,6 @@ impl Events {
         }
     }
 
-    /// Counts the publisher's requests against `requests` from now on.
-    pub fn spend_from(&mut self, requests: Arc<RequestBudget>) {
-        self.requests = requests;
-    }
-
     /// Publishes a change made to `object`'s child `related`.
     pub async fn changed(
         &self,

@@ -113,9 +113,16 @@ pub struct Context {
 }
 
 impl Context {
-    /// Creates the shared context.
-    pub fn new(client: Client, defaults: Defaults, platform: Platform, metrics: Metrics) -> Self {
-        let requests = Arc::new(RequestBudget::new(0));
+    /// Creates the shared context, with at most `requests_in_flight` API requests in flight
+    /// (0: no bound).
+    pub fn new(
+        client: Client,
+        defaults: Defaults,
+        platform: Platform,
+        metrics: Metrics,
+        requests_in_flight: u16,
+    ) -> Self {
+        let requests = Arc::new(RequestBudget::new(requests_in_flight));
         Self {
             events: Events::new(
                 client.clone(),
@@ -131,12 +138,6 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             concurrency: 0,
         }
-    }
-
-    /// Bounds the controller's API requests in flight to `limit` (0: no bound).
-    pub fn limit_requests(&mut self, limit: u16) {
-        self.requests = Arc::new(RequestBudget::new(limit));
-        self.events.spend_from(self.requests.clone());
     }
 
     fn record_failure(&self, object: &Memcached) -> u32 {

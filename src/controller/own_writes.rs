@@ -11,8 +11,8 @@
 //!   for the cached one, so a reconcile woken in between does not act on an older status.
 //! - **known children**: per child, the uid, spec version (the generation, or for a Service,
 //!   which has none, the resourceVersion) and labels and owners at which the controller last
-//!   applied it or compared it field by field, and the hash of the desired state it had then. A cached child at
-//!   another spec version was changed by someone else and is compared again.
+//!   applied it or compared it field by field, and the hash of the desired state it had then.
+//!   A cached child at another spec version was changed by someone else and is compared again.
 //!
 //! Nothing here talks to the API server or decides anything; `drift` decides, and the watch
 //! streams in `cache` forget what belongs to deleted objects. Keys and values are hashed to

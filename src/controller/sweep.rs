@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use futures::stream::{self, Stream, StreamExt};
-use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::own_writes::hash64;
@@ -35,7 +34,11 @@ pub fn due(
 ) -> Vec<ObjectRef<Memcached>> {
     cached
         .iter()
-        .filter(|m| tick_of(&m.namespace().unwrap_or_default(), &m.name_any(), ticks) == tick)
+        .filter(|m| {
+            let namespace = m.metadata.namespace.as_deref().unwrap_or_default();
+            let name = m.metadata.name.as_deref().unwrap_or_default();
+            tick_of(namespace, name, ticks) == tick
+        })
         .map(|m| ObjectRef::from(m.as_ref()))
         .collect()
 }
@@ -49,14 +52,14 @@ pub fn sweep(
     let start = tokio::time::Instant::now() + TICK;
     let mut interval = tokio::time::interval_at(start, TICK);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    stream::unfold((interval, 0u64), move |(mut interval, tick)| {
-        let store = store.clone();
-        async move {
+    stream::unfold(
+        (store, interval, 0u64),
+        move |(store, mut interval, tick)| async move {
             interval.tick().await;
             let woken = due(&store.state(), tick, ticks);
-            Some((stream::iter(woken), (interval, (tick + 1) % ticks)))
-        }
-    })
+            Some((stream::iter(woken), (store, interval, (tick + 1) % ticks)))
+        },
+    )
     .flatten()
 }
 

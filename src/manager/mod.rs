@@ -375,9 +375,9 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         Defaults::from_env(),
         platform,
         controller_metrics,
+        args.max_requests_in_flight,
     );
     context.concurrency = args.max_concurrent_reconciles;
-    context.limit_requests(args.max_requests_in_flight);
     let context = Arc::new(context);
 
     let tls_settings = cluster::follow(Some(client.clone()), tls_suites()).await;
