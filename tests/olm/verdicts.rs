@@ -1,9 +1,10 @@
 //! `check-bundle` judged by the real OLM v0: every bundle variant (`variants`) is checked by
 //! `check-bundle` from disk, published in a catalog served by a second `opm serve`, and
-//! subscribed to in a namespace of its own with an AllNamespaces OperatorGroup. OLM's verdict is
-//! what it does: the CSV Succeeded (installs), or the CSV, its InstallPlan or its Subscription's
-//! resolution Failed (refuses, with OLM's words quoted). It must equal `check-bundle`'s verdict
-//! for OLM v0 on every variant; a disagreement is a bug in `check-bundle`.
+//! subscribed to in a namespace of its own with an AllNamespaces OperatorGroup, a few at a
+//! time, each unsubscribed as soon as OLM has decided on it. OLM's verdict is what it does:
+//! the CSV Succeeded (installs), or the CSV, its InstallPlan or its Subscription's resolution
+//! Failed (refuses, with OLM's words quoted). It must equal `check-bundle`'s verdict for OLM v0
+//! on every variant; a disagreement is a bug in `check-bundle`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,8 +21,11 @@ use crate::variants::{self, CHANNEL, Variant};
 
 /// The CatalogSource that serves the variants.
 const CATALOG_SOURCE: &str = "check-bundle-variants";
-/// How long OLM may take to decide on every variant.
-const DECIDE: Duration = Duration::from_secs(300);
+/// How many variants are subscribed at once. Each CSV that OLM keeps retrying is copied into
+/// every namespace, so a bounded number keeps the API server's load bounded too.
+const IN_FLIGHT: usize = 4;
+/// How long OLM may take to decide on one variant, from its Subscription.
+const DECIDE: Duration = Duration::from_secs(180);
 /// How long a CSV may stay between phases, neither Succeeded nor Failed, before it counts as
 /// never installing. Each of the others is decided within seconds of its CSV's creation.
 const UNDECIDED: Duration = Duration::from_secs(90);
@@ -42,13 +46,14 @@ fn namespace(variant: &Variant) -> String {
     format!("verdict-{}", variant.id)
 }
 
-/// OLM's objects in every namespace, as JSON, by (plural, namespace): read once a round.
-struct Snapshot(BTreeMap<(&'static str, String), Vec<Value>>);
+/// OLM's objects in one variant's namespace, as JSON, by plural: read once a round.
+#[derive(Default)]
+struct Snapshot(BTreeMap<&'static str, Vec<Value>>);
 
 impl Snapshot {
-    /// Lists the CSVs (not OLM's copies), InstallPlans and Subscriptions of every namespace.
-    async fn take(client: &Client) -> Snapshot {
-        let mut objects: BTreeMap<(&'static str, String), Vec<Value>> = BTreeMap::new();
+    /// Lists the CSVs (not OLM's copies), InstallPlans and Subscriptions of `namespace`.
+    async fn take(client: &Client, namespace: &str) -> Result<Snapshot, String> {
+        let mut objects: BTreeMap<&'static str, Vec<Value>> = BTreeMap::new();
         for (kind, plural, labels) in [
             (
                 "ClusterServiceVersion",
@@ -60,26 +65,174 @@ impl Snapshot {
         ] {
             let gvk = GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", kind);
             let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), namespace, &resource);
             let list = api
                 .list(&ListParams::default().labels(labels))
                 .await
-                .unwrap_or_else(|e| panic!("list {plural}: {e}"));
-            for object in list.items {
-                let namespace = object.metadata.namespace.clone().unwrap_or_default();
-                let value = serde_json::to_value(&object).expect("JSON");
-                objects.entry((plural, namespace)).or_default().push(value);
-            }
+                .map_err(|e| format!("list {plural} in {namespace}: {e}"))?;
+            let items = list
+                .items
+                .iter()
+                .map(|object| serde_json::to_value(object).expect("JSON"))
+                .collect();
+            objects.insert(plural, items);
         }
-        Snapshot(objects)
+        Ok(Snapshot(objects))
     }
 
-    /// The objects of `plural` in `namespace`.
-    fn items(&self, plural: &'static str, namespace: &str) -> &[Value] {
-        self.0
-            .get(&(plural, namespace.to_string()))
-            .map(Vec::as_slice)
-            .unwrap_or_default()
+    /// The objects of `plural`.
+    fn items(&self, plural: &'static str) -> &[Value] {
+        self.0.get(plural).map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+/// The variants subscribed: `live` those still subscribed, `leaving` those unsubscribed whose
+/// CSV may still be there, `made` every one whose namespace was made. Whatever is left when it
+/// drops (a panic included) is removed then, namespaces and CRDs last, so a failure leaves no
+/// CSV for OLM to keep retrying.
+struct Subscribed<'a> {
+    env: &'a Env,
+    live: Vec<&'a Variant>,
+    leaving: Vec<&'a Variant>,
+    made: Vec<&'a Variant>,
+}
+
+impl<'a> Subscribed<'a> {
+    fn new(env: &'a Env) -> Self {
+        Subscribed {
+            env,
+            live: Vec::new(),
+            leaving: Vec::new(),
+            made: Vec::new(),
+        }
+    }
+
+    /// Creates `variant`'s namespace, its AllNamespaces OperatorGroup and its Subscription.
+    async fn subscribe(&mut self, variant: &'a Variant) {
+        let namespace = namespace(variant);
+        self.env.create_namespace(&namespace).await;
+        self.made.push(variant);
+        self.live.push(variant);
+        apply(
+            self.env,
+            &json!({
+                "apiVersion": "operators.coreos.com/v1",
+                "kind": "OperatorGroup",
+                "metadata": {"name": "all-namespaces", "namespace": namespace},
+                "spec": {},
+            }),
+        );
+        apply(
+            self.env,
+            &json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "Subscription",
+                "metadata": {"name": variant.id, "namespace": namespace},
+                "spec": {
+                    "channel": CHANNEL,
+                    "name": variant.id,
+                    "source": CATALOG_SOURCE,
+                    "sourceNamespace": "olm",
+                    "installPlanApproval": "Automatic",
+                },
+            }),
+        );
+    }
+
+    /// Deletes `variant`'s Subscription and InstallPlan, then its CSV (and with it OLM's
+    /// webhook configurations and its copies of the CSV). Its namespace and CRD stay until the
+    /// end: OLM slows down while namespaces it copies CSVs into are terminating.
+    fn unsubscribe(&mut self, variant: &'a Variant) -> Result<(), String> {
+        self.live.retain(|live| live.id != variant.id);
+        self.leaving.push(variant);
+        let namespace = namespace(variant);
+        self.kubectl(&[
+            "delete",
+            "subscriptions,installplans",
+            "--all",
+            "-n",
+            &namespace,
+        ])?;
+        self.delete_csvs(&namespace)
+    }
+
+    /// Deletes the CSVs of `namespace` that are not OLM's copies, without waiting.
+    fn delete_csvs(&self, namespace: &str) -> Result<(), String> {
+        self.kubectl(&[
+            "delete",
+            "clusterserviceversions",
+            "--selector=!olm.copiedFrom",
+            "-n",
+            namespace,
+            "--wait=false",
+        ])
+    }
+
+    /// Deletes again the CSV of an unsubscribed variant that is still there and not being
+    /// deleted: the catalog operator may have been running its InstallPlan while it was
+    /// deleted, and made the CSV again. A variant leaves `leaving` once it has no CSV.
+    fn tidy(&mut self) -> Result<(), String> {
+        let mut left = Vec::new();
+        for variant in std::mem::take(&mut self.leaving) {
+            let namespace = namespace(variant);
+            let (ok, stdout, stderr) = self.env.kubectl(
+                &[
+                    "get",
+                    "clusterserviceversions",
+                    "--selector=!olm.copiedFrom",
+                    "-n",
+                    &namespace,
+                    "-o",
+                    "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+                ],
+                None,
+            );
+            if !ok {
+                return Err(format!("the CSVs of {namespace}: {stderr}"));
+            }
+            // A line per CSV: its name, and when it is being deleted since.
+            let csvs: Vec<&str> = stdout.lines().filter(|line| !line.is_empty()).collect();
+            if csvs
+                .iter()
+                .any(|csv| csv.split_whitespace().nth(1).is_none())
+            {
+                self.delete_csvs(&namespace)?;
+            }
+            if !csvs.is_empty() {
+                left.push(variant);
+            }
+        }
+        self.leaving = left;
+        Ok(())
+    }
+
+    /// Deletes every namespace and CRD of a variant, once none is subscribed.
+    fn remove_namespaces(&mut self) -> Result<(), String> {
+        for variant in std::mem::take(&mut self.live) {
+            self.unsubscribe(variant)?;
+        }
+        self.leaving.clear();
+        for variant in std::mem::take(&mut self.made) {
+            self.kubectl(&["delete", "namespace", &namespace(variant), "--wait=false"])?;
+            let crd = variant.crd_name();
+            self.kubectl(&["delete", "crd", &crd, "--ignore-not-found", "--wait=false"])?;
+        }
+        Ok(())
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Result<(), String> {
+        let (ok, _, stderr) = self.env.kubectl(args, None);
+        ok.then_some(())
+            .ok_or_else(|| format!("kubectl {}: {stderr}", args.join(" ")))
+    }
+}
+
+impl Drop for Subscribed<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.remove_namespaces() {
+            eprintln!("removing the variants: {e}");
+        }
     }
 }
 
@@ -90,8 +243,7 @@ fn verdict(
     variant: &Variant,
     seen: &mut BTreeMap<String, Instant>,
 ) -> Option<Verdict> {
-    let namespace = namespace(variant);
-    for csv in snapshot.items("clusterserviceversions", &namespace) {
+    for csv in snapshot.items("clusterserviceversions") {
         if csv["metadata"]["name"] != variant.csv_name().as_str() {
             continue;
         }
@@ -129,7 +281,7 @@ fn verdict(
             _ => {}
         }
     }
-    for plan in snapshot.items("installplans", &namespace) {
+    for plan in snapshot.items("installplans") {
         if plan["status"]["phase"] == "Failed" {
             let message = plan["status"]["conditions"]
                 .as_array()
@@ -141,7 +293,7 @@ fn verdict(
             return Some(Verdict::Refuses(format!("InstallPlan Failed: {message}")));
         }
     }
-    for subscription in snapshot.items("subscriptions", &namespace) {
+    for subscription in snapshot.items("subscriptions") {
         for condition in subscription["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -159,9 +311,9 @@ fn verdict(
 }
 
 /// Where a variant stands when OLM has said nothing decisive: its CSV's phase and message.
-fn standing(snapshot: &Snapshot, variant: &Variant) -> String {
+fn standing(snapshot: &Snapshot) -> String {
     let csvs: Vec<String> = snapshot
-        .items("clusterserviceversions", &namespace(variant))
+        .items("clusterserviceversions")
         .iter()
         .map(|csv| {
             format!(
@@ -232,51 +384,55 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
             },
         }),
     );
-    let started = Instant::now();
-    for variant in &variants {
-        let namespace = namespace(variant);
-        env.create_namespace(&namespace).await;
-        apply(
-            &env,
-            &json!({
-                "apiVersion": "operators.coreos.com/v1",
-                "kind": "OperatorGroup",
-                "metadata": {"name": "all-namespaces", "namespace": namespace},
-                "spec": {},
-            }),
-        );
-        apply(
-            &env,
-            &json!({
-                "apiVersion": "operators.coreos.com/v1alpha1",
-                "kind": "Subscription",
-                "metadata": {"name": variant.id, "namespace": namespace},
-                "spec": {
-                    "channel": CHANNEL,
-                    "name": variant.id,
-                    "source": CATALOG_SOURCE,
-                    "sourceNamespace": "olm",
-                    "installPlanApproval": "Automatic",
-                },
-            }),
-        );
-    }
-
-    // OLM's verdicts.
-    let mut verdicts: BTreeMap<&str, (Verdict, Duration)> = BTreeMap::new();
+    // OLM's verdicts, IN_FLIGHT variants at a time; each is removed once OLM has decided.
+    let mut subscribed = Subscribed::new(&env);
+    let mut queue = variants.iter();
+    let mut waiting: Vec<(&Variant, Instant, Snapshot)> = Vec::new();
+    let mut decided: BTreeMap<&str, Result<(Verdict, Duration), String>> = BTreeMap::new();
     let mut seen = BTreeMap::new();
-    let mut snapshot = Snapshot::take(&env.client).await;
-    while verdicts.len() < variants.len() && started.elapsed() < DECIDE {
-        for variant in &variants {
-            if verdicts.contains_key(variant.id) {
-                continue;
-            }
-            if let Some(verdict) = verdict(&snapshot, variant, &mut seen) {
-                verdicts.insert(variant.id, (verdict, started.elapsed()));
-            }
+    loop {
+        while waiting.len() < IN_FLIGHT {
+            let Some(variant) = queue.next() else { break };
+            subscribed.subscribe(variant).await;
+            waiting.push((variant, Instant::now(), Snapshot::default()));
+        }
+        if waiting.is_empty() {
+            break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-        snapshot = Snapshot::take(&env.client).await;
+        subscribed
+            .tidy()
+            .unwrap_or_else(|e| panic!("the unsubscribed variants' CSVs: {e}"));
+        let mut still = Vec::new();
+        for (variant, since, last) in waiting {
+            // An API error is a round without news; DECIDE bounds how many there can be.
+            let (snapshot, error) = match Snapshot::take(&env.client, &namespace(variant)).await {
+                Ok(snapshot) => (snapshot, None),
+                Err(e) => (last, Some(e)),
+            };
+            let outcome = match verdict(&snapshot, variant, &mut seen) {
+                Some(verdict) => Some(Ok((verdict, since.elapsed()))),
+                None if since.elapsed() >= DECIDE => Some(Err(format!(
+                    "no verdict within {} s: {}{}",
+                    DECIDE.as_secs(),
+                    standing(&snapshot),
+                    error
+                        .map(|e| format!("; last read failed: {e}"))
+                        .unwrap_or_default()
+                ))),
+                None => None,
+            };
+            match outcome {
+                Some(outcome) => {
+                    decided.insert(variant.id, outcome);
+                    subscribed
+                        .unsubscribe(variant)
+                        .unwrap_or_else(|e| panic!("unsubscribe variant {}: {e}", variant.id));
+                }
+                None => still.push((variant, since, snapshot)),
+            }
+        }
+        waiting = still;
     }
 
     let mut agreed = 0;
@@ -289,24 +445,17 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
         } else {
             findings.join(" | ")
         };
-        let (olm, agrees) = match verdicts.get(variant.id) {
-            Some((Verdict::Installs, after)) => (
+        let (olm, agrees) = match &decided[variant.id] {
+            Ok((Verdict::Installs, after)) => (
                 format!("installs (Succeeded after {:.1} s)", after.as_secs_f64()),
                 !refused && variant.olm_says.is_none(),
             ),
-            Some((Verdict::Refuses(words) | Verdict::NeverInstalls(words), after)) => (
+            Ok((Verdict::Refuses(words) | Verdict::NeverInstalls(words), after)) => (
                 format!("refuses after {:.1} s: {words}", after.as_secs_f64()),
                 // The refusal must be the one the variant is for.
                 *refused && variant.olm_says.is_some_and(|says| words.contains(says)),
             ),
-            None => (
-                format!(
-                    "no verdict within {} s: {}",
-                    DECIDE.as_secs(),
-                    standing(&snapshot, variant)
-                ),
-                false,
-            ),
+            Err(undecided) => (undecided.clone(), false),
         };
         eprintln!(
             "variant {}: check-bundle says OLM v0 {said} ({findings}); OLM v0 {olm}",
@@ -323,35 +472,10 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
         variants.len()
     );
 
-    // Leave nothing behind: the CSVs (and with them OLM's webhook configurations), the
-    // namespaces, the variants' CRDs and the catalog.
-    for variant in &variants {
-        let namespace = namespace(variant);
-        let (ok, _, stderr) = env.kubectl(
-            &[
-                "delete",
-                "subscriptions,clusterserviceversions",
-                "--all",
-                "-n",
-                &namespace,
-                "--wait=true",
-            ],
-            None,
-        );
-        assert!(ok, "delete the CSVs of {namespace}: {stderr}");
-    }
-    for variant in &variants {
-        let namespace = namespace(variant);
-        let crd = variant.crd_name();
-        let (ok, _, stderr) =
-            env.kubectl(&["delete", "namespace", &namespace, "--wait=false"], None);
-        assert!(ok, "delete namespace {namespace}: {stderr}");
-        let (ok, _, stderr) = env.kubectl(
-            &["delete", "crd", &crd, "--ignore-not-found", "--wait=false"],
-            None,
-        );
-        assert!(ok, "delete crd {crd}: {stderr}");
-    }
+    // The variants' namespaces and CRDs, and the catalog.
+    subscribed
+        .remove_namespaces()
+        .unwrap_or_else(|e| panic!("remove the variants: {e}"));
     let (ok, _, stderr) = env.kubectl(
         &["delete", "catalogsource", CATALOG_SOURCE, "-n", "olm"],
         None,
