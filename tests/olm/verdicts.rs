@@ -46,6 +46,26 @@ fn namespace(variant: &Variant) -> String {
     format!("verdict-{}", variant.id)
 }
 
+/// The label selector of the CSVs that are not OLM's copies of a CSV in another namespace.
+const NOT_COPIES: &str = "!olm.copiedFrom";
+
+/// The objects of OLM's `kind` (`plural`) in `namespace` that match `labels`.
+async fn list(
+    client: &Client,
+    namespace: &str,
+    kind: &str,
+    plural: &str,
+    labels: &str,
+) -> Result<Vec<DynamicObject>, String> {
+    let gvk = GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    api.list(&ListParams::default().labels(labels))
+        .await
+        .map(|list| list.items)
+        .map_err(|e| format!("list {plural} in {namespace}: {e}"))
+}
+
 /// OLM's objects in one variant's namespace, as JSON, by plural: read once a round.
 #[derive(Default)]
 struct Snapshot(BTreeMap<&'static str, Vec<Value>>);
@@ -58,21 +78,13 @@ impl Snapshot {
             (
                 "ClusterServiceVersion",
                 "clusterserviceversions",
-                "!olm.copiedFrom",
+                NOT_COPIES,
             ),
             ("InstallPlan", "installplans", ""),
             ("Subscription", "subscriptions", ""),
         ] {
-            let gvk = GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", kind);
-            let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &resource);
-            let list = api
-                .list(&ListParams::default().labels(labels))
-                .await
-                .map_err(|e| format!("list {plural} in {namespace}: {e}"))?;
-            let items = list
-                .items
+            let items = list(client, namespace, kind, plural, labels)
+                .await?
                 .iter()
                 .map(|object| serde_json::to_value(object).expect("JSON"))
                 .collect();
@@ -162,7 +174,7 @@ impl<'a> Subscribed<'a> {
         self.kubectl(&[
             "delete",
             "clusterserviceversions",
-            "--selector=!olm.copiedFrom",
+            &format!("--selector={NOT_COPIES}"),
             "-n",
             namespace,
             "--wait=false",
@@ -172,30 +184,21 @@ impl<'a> Subscribed<'a> {
     /// Deletes again the CSV of an unsubscribed variant that is still there and not being
     /// deleted: the catalog operator may have been running its InstallPlan while it was
     /// deleted, and made the CSV again. A variant leaves `leaving` once it has no CSV.
-    fn tidy(&mut self) -> Result<(), String> {
+    async fn tidy(&mut self) -> Result<(), String> {
         let mut left = Vec::new();
         for variant in std::mem::take(&mut self.leaving) {
             let namespace = namespace(variant);
-            let (ok, stdout, stderr) = self.env.kubectl(
-                &[
-                    "get",
-                    "clusterserviceversions",
-                    "--selector=!olm.copiedFrom",
-                    "-n",
-                    &namespace,
-                    "-o",
-                    "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
-                ],
-                None,
-            );
-            if !ok {
-                return Err(format!("the CSVs of {namespace}: {stderr}"));
-            }
-            // A line per CSV: its name, and when it is being deleted since.
-            let csvs: Vec<&str> = stdout.lines().filter(|line| !line.is_empty()).collect();
+            let csvs = list(
+                &self.env.client,
+                &namespace,
+                "ClusterServiceVersion",
+                "clusterserviceversions",
+                NOT_COPIES,
+            )
+            .await?;
             if csvs
                 .iter()
-                .any(|csv| csv.split_whitespace().nth(1).is_none())
+                .any(|csv| csv.metadata.deletion_timestamp.is_none())
             {
                 self.delete_csvs(&namespace)?;
             }
@@ -402,6 +405,7 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         subscribed
             .tidy()
+            .await
             .unwrap_or_else(|e| panic!("the unsubscribed variants' CSVs: {e}"));
         let mut still = Vec::new();
         for (variant, since, last) in waiting {
