@@ -36,9 +36,18 @@ OUT="${OUT:-$TARGET/bench/controller.json}"
 export CONTROL_PLANE_DIR
 CONTROL_PLANE_DIR="$(mktemp -d /tmp/memcached-operator-bench.XXXXXX)"
 operator_pid=""
+watches=""
+# Every step runs whatever the one before returned (the watches may be gone already): a
+# cleanup that stopped early would leave the control plane running, to slow down what runs next.
 cleanup() {
-  [[ -n "$operator_pid" ]] && kill -TERM "$operator_pid" 2>/dev/null && wait "$operator_pid" 2>/dev/null
-  "$ROOT/hack/control-plane.sh" stop >/dev/null 2>&1 || true
+  set +e
+  [[ -n "$watches" ]] && kill $watches 2>/dev/null
+  if [[ -n "$operator_pid" ]]; then
+    kill -TERM "$operator_pid" 2>/dev/null
+    wait "$operator_pid" 2>/dev/null
+    echo "bench-controller: the operator exited with status $? on SIGTERM" >&2
+  fi
+  "$ROOT/hack/control-plane.sh" stop >/dev/null 2>&1
   rm -rf "$CONTROL_PLANE_DIR"
 }
 trap cleanup EXIT
@@ -227,6 +236,15 @@ print(json.dumps({
 PY
 )
 
+# What the objects have reached, as it happens: one watch of the Memcacheds' reported
+# generations and one of the StatefulSets' names. (Listing every object twice a second
+# instead put load on the API server that slowed what it measured; docs/performance.md.)
+kubectl get memcacheds -n default --watch \
+  -o jsonpath='{.metadata.name} {.status.observedGeneration}{"\n"}' >"$CONTROL_PLANE_DIR/reported.watch" &
+watches=$!
+kubectl get statefulsets -n default --watch -o name >"$CONTROL_PLANE_DIR/statefulsets.watch" &
+watches="$watches $!"
+
 # The baseline: nothing but the idle operator and the API server's own housekeeping.
 baseline_from=$(date +%s.%N)
 sleep "$STEADY_SECONDS"
@@ -236,14 +254,20 @@ start=$(date +%s.%N)
 kubectl create -f "$CONTROL_PLANE_DIR/objects.json" >/dev/null
 created=$(date +%s.%N)
 peak=$idle_rss
-while true; do
+# Reconciled: the status reports an observedGeneration and the StatefulSet exists; the
+# watches, started before the baseline window, have seen both of every object.
+reconciled() {
+  local reported statefulsets
+  reported=$(awk 'NF == 2 {print $1}' "$CONTROL_PLANE_DIR/reported.watch" | sort -u | wc -l)
+  statefulsets=$(sort -u "$CONTROL_PLANE_DIR/statefulsets.watch" | wc -l)
+  (( reported >= N && statefulsets >= N ))
+}
+until reconciled; do
   current=$(rss); (( current > peak )) && peak=$current
-  reported=$(kubectl get memcacheds -n default --chunk-size 0 -o jsonpath='{range .items[*]}{.status.observedGeneration}{"\n"}{end}' | grep -c . || true)
-  statefulsets=$(kubectl get statefulsets -n default --chunk-size 0 --no-headers 2>/dev/null | wc -l)
-  (( reported >= N && statefulsets >= N )) && break
-  sleep 0.5
+  sleep 0.1
 done
 done_at=$(date +%s.%N)
+kill $watches 2>/dev/null || true
 # Quiet: no request of the operator's for 5 s (reconciles triggered by the StatefulSet
 # controller's status updates go on after every object has been reconciled once), or 290 s
 # after the first create, before the first periodic resync (every 300 s) mixes in.

@@ -1,5 +1,6 @@
-//! Bounds how many API requests the controller has in flight at once, and yields to a client
-//! that is creating Memcacheds in bulk.
+//! Bounds how many API requests the controller has in flight at once, yields to a client
+//! that is creating Memcacheds in bulk, and sends what can wait (Events) only when nothing
+//! else is waiting.
 //!
 //! On a small API server, every request the controller has in flight during a burst of
 //! creates is CPU taken from the client doing the creating. Bounding the requests rather than
@@ -10,28 +11,44 @@
 //!
 //! While new Memcacheds keep arriving at [`BURST`] a second or more, someone is creating them
 //! in bulk, and that client is the one the API server should serve first: the controller
-//! then sends one request at a time, and takes its full budget back a second after the
-//! arrivals slow down. The work it defers is the new objects' own, which it catches up on
-//! once they exist. On a 2-core control plane, `kubectl create` of 3,000 Memcacheds took 1.16
-//! times as long next to the controller as alone, and every object was reconciled in 30.4 s;
-//! with two requests in flight and no yielding, 1.74 times and 28.6 s; yielding with a budget
-//! of two after the burst, 1.48 times and 40.8 s (docs/performance.md).
+//! then sends one request at a time and, after each, waits as long as that request took, so
+//! that it never keeps the API server busy more than half the time; a second after the
+//! arrivals slow down it takes its full budget back. The work it defers is the new objects'
+//! own, which it catches up on once they exist.
+//!
+//! Requests are urgent ([`RequestBudget::spend`]: children, status) or can wait
+//! ([`RequestBudget::spend_when_idle`]: Events). One that can wait takes a slot only while no
+//! urgent request is waiting for one and no burst is under way, so the first pass over new
+//! objects writes every workload and status before the Events that describe them.
+//! docs/performance.md has the measurements behind each choice.
 
 use std::future::Future;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
+use tokio::time::Instant;
 
 /// New Memcacheds per second from which a burst of creates is under way.
 pub const BURST: u32 = 20;
+
+/// How often a request that can wait looks again whether a burst is over.
+const BURST_POLL: Duration = Duration::from_millis(250);
 
 /// The controller's budget of requests in flight.
 #[derive(Debug)]
 pub struct RequestBudget {
     slots: Option<Semaphore>,
     yielding: Semaphore,
+    /// During a burst, when the next request may be sent (after the pause that follows the
+    /// previous one).
+    resume_at: Mutex<Instant>,
     arrivals: Arrivals,
+    /// Urgent requests waiting for their turn or a slot.
+    waiting: AtomicUsize,
+    /// Woken when an urgent request completes or stops waiting.
+    freed: Notify,
 }
 
 impl RequestBudget {
@@ -40,29 +57,97 @@ impl RequestBudget {
         Self {
             slots: (limit > 0).then(|| Semaphore::new(usize::from(limit))),
             yielding: Semaphore::new(1),
+            resume_at: Mutex::new(Instant::now()),
             arrivals: Arrivals::default(),
+            waiting: AtomicUsize::new(0),
+            freed: Notify::new(),
         }
     }
 
-    /// Sends `request` once a slot is free (one at a time during a burst of creates), and
-    /// frees the slot when it completes.
+    /// Sends `request` once a slot is free (during a burst of creates: one at a time, each
+    /// followed by a pause as long as it took), and frees the slot when it completes.
     pub async fn spend<F: Future>(&self, request: F) -> F::Output {
+        let waiting = Waiting::new(self);
         // The semaphores are never closed, so acquiring never fails; if it did, the request
         // would go out unbounded rather than not at all.
-        let _turn = match self.arrivals.burst(Instant::now()) {
-            true => self.yielding.acquire().await.ok(),
+        let turn = match self.arrivals.burst(Instant::now()) {
+            true => {
+                let turn = self.yielding.acquire().await.ok();
+                let resume_at = *self.resume_at.lock().unwrap_or_else(|e| e.into_inner());
+                tokio::time::sleep_until(resume_at).await;
+                turn
+            }
             false => None,
         };
-        let _slot = match &self.slots {
+        let slot = match &self.slots {
             Some(slots) => slots.acquire().await.ok(),
             None => None,
         };
-        request.await
+        drop(waiting);
+        let sent = Instant::now();
+        let output = request.await;
+        if turn.is_some() {
+            let now = Instant::now();
+            *self.resume_at.lock().unwrap_or_else(|e| e.into_inner()) = now + (now - sent);
+        }
+        drop((turn, slot));
+        self.freed.notify_waiters();
+        output
+    }
+
+    /// Sends `request` once no urgent request waits for a slot and no burst of creates is
+    /// under way, and frees the slot when it completes.
+    pub async fn spend_when_idle<F: Future>(&self, request: F) -> F::Output {
+        let slot = self.idle_slot().await;
+        let output = request.await;
+        drop(slot);
+        self.freed.notify_waiters();
+        output
+    }
+
+    async fn idle_slot(&self) -> Option<SemaphorePermit<'_>> {
+        loop {
+            let freed = self.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            if self.waiting.load(Ordering::SeqCst) == 0 && !self.arrivals.burst(Instant::now()) {
+                match &self.slots {
+                    None => return None,
+                    Some(slots) => {
+                        if let Ok(slot) = slots.try_acquire() {
+                            return Some(slot);
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep(BURST_POLL) => {}
+            }
+        }
     }
 
     /// Counts a Memcached seen for the first time (created, not listed).
     pub fn arrived(&self) {
         self.arrivals.arrived(Instant::now());
+    }
+}
+
+/// Counts an urgent request as waiting until it has its slot (or is dropped while waiting).
+struct Waiting<'a>(&'a RequestBudget);
+
+impl<'a> Waiting<'a> {
+    fn new(budget: &'a RequestBudget) -> Self {
+        budget.waiting.fetch_add(1, Ordering::SeqCst);
+        Self(budget)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.0.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.freed.notify_waiters();
+        }
     }
 }
 
@@ -177,6 +262,86 @@ mod tests {
             unbounded.arrived();
         }
         assert_eq!(most_in_flight(unbounded, 8).await, 1, "even with no bound");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn during_a_burst_each_request_is_followed_by_a_pause_as_long_as_it_took() {
+        let budget = Arc::new(RequestBudget::new(4));
+        for _ in 0..BURST {
+            budget.arrived();
+        }
+        let start = Instant::now();
+        most_in_flight(budget.clone(), 4).await;
+        // Four requests of 10 ms, with a pause of 10 ms between each and the next.
+        assert!(
+            start.elapsed() >= Duration::from_millis(70),
+            "{:?}",
+            start.elapsed()
+        );
+        let calm = Arc::new(RequestBudget::new(4));
+        let start = Instant::now();
+        most_in_flight(calm, 4).await;
+        assert!(
+            start.elapsed() < Duration::from_millis(20),
+            "no pause without a burst"
+        );
+    }
+
+    /// Runs `urgent` requests and one that can wait, all sent while an urgent request holds
+    /// the only slot; returns the order in which they were sent.
+    async fn order_sent(budget: Arc<RequestBudget>, urgent: usize) -> Vec<String> {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let send = |label: String, idle: bool| {
+            let (budget, order) = (budget.clone(), order.clone());
+            tokio::spawn(async move {
+                let request = async {
+                    order.lock().expect("order").push(label);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                };
+                match idle {
+                    true => budget.spend_when_idle(request).await,
+                    false => budget.spend(request).await,
+                }
+            })
+        };
+        let mut tasks = vec![send("first".into(), false)];
+        tokio::task::yield_now().await;
+        tasks.push(send("event".into(), true));
+        tokio::task::yield_now().await;
+        tasks.extend((0..urgent).map(|i| send(format!("urgent {i}"), false)));
+        for task in tasks {
+            task.await.expect("the request ran");
+        }
+        order.lock().expect("order").clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_can_wait_goes_after_every_urgent_one_waiting() {
+        let order = order_sent(Arc::new(RequestBudget::new(1)), 3).await;
+        assert_eq!(
+            order,
+            ["first", "urgent 0", "urgent 1", "urgent 2", "event"]
+        );
+        let order = order_sent(Arc::new(RequestBudget::new(1)), 0).await;
+        assert_eq!(order, ["first", "event"], "and goes when none is");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_can_wait_waits_for_the_end_of_a_burst() {
+        let budget = Arc::new(RequestBudget::new(0));
+        for _ in 0..BURST {
+            budget.arrived();
+        }
+        let start = Instant::now();
+        budget.spend_when_idle(async {}).await;
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_secs(1) && waited <= Duration::from_millis(2250),
+            "sent {waited:?} after the burst began"
+        );
+        let start = Instant::now();
+        budget.spend_when_idle(async {}).await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "at once when calm");
     }
 
     #[test]

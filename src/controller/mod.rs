@@ -256,10 +256,20 @@ async fn controller(
         run.children.listed_or_say_which_not().await;
         std::future::pending::<()>().await
     };
-    tokio::select! {
-        () = reconciling => {}
-        () = say_why => {}
-    }
+    let (stopped, stop) = tokio::sync::oneshot::channel::<()>();
+    let reconciling = async {
+        tokio::select! {
+            () = reconciling => {}
+            () = say_why => {}
+        }
+        drop(stopped);
+    };
+    // The Events of the changes made are sent until reconciling stops, and the last ones
+    // after it (within the same shutdown grace).
+    let delivering = run.context.events.deliver(async {
+        let _ = stop.await;
+    });
+    tokio::join!(reconciling, delivering);
 }
 
 fn error_policy(object: Arc<Memcached>, error: &Error, run: Arc<Run>) -> Action {
@@ -414,14 +424,12 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
         problem.as_ref(),
         &now,
     );
-    // One Event for what this reconcile changed, however many children that was, published
-    // while the status is written.
-    let event = async {
-        if let Some((reason, note, related)) = events::summarize(changes) {
-            context.events.changed(&object, reason, note, related).await;
-        }
-    };
-    let status_written = async {
+    // One Event for what this reconcile changed, however many children that was, sent once
+    // nothing more urgent waits ([`Events::deliver`]).
+    if let Some((reason, note, related)) = events::summarize(changes) {
+        context.events.changed(&object, reason, note, related);
+    }
+    let written = async {
         if effective.status.as_ref() == Some(&status) {
             return Ok(());
         }
@@ -435,8 +443,7 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
         run.own.wrote_status(&patched.metadata, status);
         Ok::<_, Error>(())
     };
-    let ((), written) = futures::join!(event, status_written);
-    written?;
+    written.await?;
     if let Some(error) = failure {
         context
             .events

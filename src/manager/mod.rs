@@ -102,8 +102,9 @@ pub struct RunArgs {
 
     /// API requests the controller has in flight at once, Events included, watches not (0: no
     /// bound). While Memcacheds are being created in bulk (20 or more a second) it sends one
-    /// at a time whatever this says, so that the creating client is served first; then it
-    /// catches up with up to this many (docs/performance.md).
+    /// at a time whatever this says, each followed by a pause as long as it took, so that the
+    /// creating client is served first; then it catches up with up to this many. Events go
+    /// when no other request waits (docs/performance.md).
     #[arg(long, default_value_t = 8)]
     pub max_requests_in_flight: u16,
 }

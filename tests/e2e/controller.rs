@@ -597,22 +597,26 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         "an unchanged Memcached caused write requests"
     );
 
-    // One Event says what was created.
+    // One Event says what was created (sent once nothing more urgent waited).
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(env.client.clone(), &namespace);
-    let notes: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.kind.as_deref() == Some("Memcached") && r.name.as_deref() == Some("cache")
+    let notes = eventually("the controller's Event", WAIT, || async {
+        let notes: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some("Memcached") && r.name.as_deref() == Some("cache")
+                })
             })
-        })
-        .filter_map(|e| e.note)
-        .collect();
+            .filter_map(|e| e.note)
+            .collect();
+        (!notes.is_empty()).then_some(notes)
+    })
+    .await;
     assert_eq!(
         notes,
         ["StatefulSet cache created; Service cache created; PodDisruptionBudget cache created"],
