@@ -236,6 +236,15 @@ mod tests {
         most.load(Ordering::SeqCst)
     }
 
+    /// A budget of `limit` that has just seen a burst of creates begin.
+    fn bursting(limit: u16) -> Arc<RequestBudget> {
+        let budget = Arc::new(RequestBudget::new(limit));
+        for _ in 0..BURST {
+            budget.arrived();
+        }
+        budget
+    }
+
     #[tokio::test(start_paused = true)]
     async fn no_more_than_the_limit_is_in_flight_and_every_request_is_sent() {
         assert_eq!(most_in_flight(Arc::new(RequestBudget::new(2)), 20).await, 2);
@@ -252,24 +261,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn during_a_burst_of_creates_one_request_at_a_time() {
-        let budget = Arc::new(RequestBudget::new(4));
-        for _ in 0..BURST {
-            budget.arrived();
-        }
+        let budget = bursting(4);
         assert_eq!(most_in_flight(budget.clone(), 8).await, 1);
-        let unbounded = Arc::new(RequestBudget::new(0));
-        for _ in 0..BURST {
-            unbounded.arrived();
-        }
-        assert_eq!(most_in_flight(unbounded, 8).await, 1, "even with no bound");
+        assert_eq!(
+            most_in_flight(bursting(0), 8).await,
+            1,
+            "even with no bound"
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn during_a_burst_each_request_is_followed_by_a_pause_as_long_as_it_took() {
-        let budget = Arc::new(RequestBudget::new(4));
-        for _ in 0..BURST {
-            budget.arrived();
-        }
+        let budget = bursting(4);
         let start = Instant::now();
         most_in_flight(budget.clone(), 4).await;
         // Four requests of 10 ms, with a pause of 10 ms between each and the next.
@@ -328,10 +331,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_request_that_can_wait_waits_for_the_end_of_a_burst() {
-        let budget = Arc::new(RequestBudget::new(0));
-        for _ in 0..BURST {
-            budget.arrived();
-        }
+        let budget = bursting(0);
         let start = Instant::now();
         budget.spend_when_idle(async {}).await;
         let waited = start.elapsed();

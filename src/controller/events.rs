@@ -95,6 +95,13 @@ pub fn summarize(changes: Vec<Change>) -> Option<(&'static str, String, ObjectRe
     Some((reason, note, related))
 }
 
+/// When an Event is sent: at once (a warning), or when no other request waits (a change).
+#[derive(Clone, Copy, Debug)]
+enum Urgency {
+    Now,
+    WhenIdle,
+}
+
 /// What an Event says and about which objects.
 #[derive(Clone, Debug, PartialEq)]
 struct Parts {
@@ -250,13 +257,7 @@ impl Events {
             match next {
                 Some(queued) => {
                     let event = self.event(queued.at, Kind::Normal, queued.reason, queued.parts());
-                    let created = self
-                        .requests
-                        .spend_when_idle(self.api(&event).create(&PostParams::default(), &event))
-                        .await;
-                    if let Err(error) = created {
-                        warn!(%error, "could not publish an event");
-                    }
+                    self.send(event, Urgency::WhenIdle).await;
                 }
                 None if stopping => return,
                 None => tokio::select! {
@@ -295,10 +296,19 @@ impl Events {
             note,
         };
         let event = self.event(jiff::Timestamp::now(), kind, reason, parts);
-        let created = self
-            .requests
-            .spend(self.api(&event).create(&PostParams::default(), &event))
-            .await;
+        self.send(event, Urgency::Now).await;
+    }
+
+    /// Creates `event`; a failure is logged (an Event is not worth a retry).
+    async fn send(&self, event: Event, urgency: Urgency) {
+        let namespace = event.metadata.namespace.as_deref().unwrap_or_default();
+        let api = Api::<Event>::namespaced(self.client.clone(), namespace);
+        let params = PostParams::default();
+        let create = api.create(&params, &event);
+        let created = match urgency {
+            Urgency::Now => self.requests.spend(create).await,
+            Urgency::WhenIdle => self.requests.spend_when_idle(create).await,
+        };
         if let Err(error) = created {
             warn!(%error, "could not publish an event");
         }
@@ -328,11 +338,6 @@ impl Events {
             reporting_instance: Some(self.instance.clone()),
             ..Event::default()
         }
-    }
-
-    fn api(&self, event: &Event) -> Api<Event> {
-        let namespace = event.metadata.namespace.as_deref().unwrap_or_default();
-        Api::namespaced(self.client.clone(), namespace)
     }
 }
 
