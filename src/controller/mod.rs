@@ -429,10 +429,7 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     if let Some((reason, note, related)) = events::summarize(changes) {
         context.events.changed(&object, reason, note, related);
     }
-    let written = async {
-        if effective.status.as_ref() == Some(&status) {
-            return Ok(());
-        }
+    if effective.status.as_ref() != Some(&status) {
         let memcacheds = Api::<Memcached>::namespaced(context.client.clone(), &namespace);
         let patch = Patch::Merge(serde_json::json!({ "status": status }));
         let patched = context
@@ -441,9 +438,7 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
             .await
             .map_err(|e| api_error("patch status of", "Memcached", &object, e))?;
         run.own.wrote_status(&patched.metadata, status);
-        Ok::<_, Error>(())
-    };
-    written.await?;
+    }
     if let Some(error) = failure {
         context
             .events
