@@ -23,9 +23,10 @@ use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
 use kube::api::PartialObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::drift;
 use super::own_writes::hash64;
+use super::{drift, field_owners};
 use crate::api::v1beta1::Memcached;
+use crate::operator;
 
 /// What the controller reads of a child's labels, annotations and owner references.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -37,6 +38,10 @@ pub struct Marks {
     pub labels_and_owners: u64,
     /// The Memcached that controls the child, if one does.
     pub owner: Option<Owner>,
+    /// Whether the operator's field manager also owns fields of the child through an
+    /// `Update` entry, the record of the create that made it: folded into its `Apply` entry
+    /// before the next apply ([`field_owners`]).
+    pub created: bool,
 }
 
 /// The Memcached named by a child's controller owner reference.
@@ -80,6 +85,10 @@ impl Marks {
             applied,
             labels_and_owners: hasher.finish(),
             owner,
+            created: field_owners::recorded_as_update(
+                metadata.managed_fields.as_deref(),
+                operator::NAME,
+            ),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod children;
 pub mod compact;
 pub mod drift;
 pub mod events;
+pub mod field_owners;
 pub mod metrics;
 pub mod own_writes;
 pub mod status;
@@ -29,7 +30,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -67,7 +68,7 @@ pub enum Error {
     /// A call to the API server failed.
     #[error("{action} {kind} {namespace}/{name}: {source}")]
     Api {
-        /// What was being done (`apply`, `get`, `delete`, `list`, `patch status of`).
+        /// What was being done (`create`, `apply`, `get`, `delete`, `patch status of`, ...).
         action: &'static str,
         /// The object's kind.
         kind: &'static str,
@@ -463,9 +464,10 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
 /// of it now.
 ///
 /// The desired object is stamped with its hash ([`drift::stamp`]). A current child costs no
-/// request; one the cache cannot judge is fetched and compared field by field; one that
-/// differs or is missing is written with server-side apply, and the answer is remembered
-/// ([`OwnWrites`]) so that its echo on the watch wakes nothing.
+/// request; one the cache cannot judge is fetched and compared field by field; one that is
+/// missing is created, and one that differs is written with server-side apply (after
+/// [`hand_over_created_fields`]); the answer is remembered ([`OwnWrites`]) so that its echo on
+/// the watch wakes nothing.
 async fn ensure<K>(
     run: &Run,
     owner: &Memcached,
@@ -489,6 +491,12 @@ where
         .map(|c| (c.meta(), c.marks(), K::spec_version(c.meta())));
     let api = Api::<K>::namespaced(context.client.clone(), &namespace);
     let mut exists = cached.is_some();
+    // Whether a create of the controller's still owns fields of the child: from the cache, or
+    // from the child itself when it is read below.
+    let mut created = Created::Unknown;
+    if let Some(cached) = &cached {
+        created = Created::Cached(cached.marks().created);
+    }
     match (drift::judge(desired.meta(), judged, known), cached) {
         (Verdict::Current, Some(cached)) => return Ok((*cached).clone()),
         (Verdict::Write(reason), _) if exists => {
@@ -520,19 +528,40 @@ where
                         return Ok(kept);
                     }
                     Some(path) => {
-                        info!(memcached = %memcached, kind, field = %path, "child differs from its desired state")
+                        info!(memcached = %memcached, kind, field = %path, "child differs from its desired state");
+                        created = Created::Read(Box::new(live.meta().clone()));
                     }
                 }
             }
         }
     }
     context.metrics.child_written(kind);
-    let apply = PatchParams::apply(operator::NAME).force();
-    let applied = context
-        .requests
-        .spend(api.patch(&name, &apply, &Patch::Apply(&desired)))
-        .await
-        .map_err(|e| api_error("apply", kind, owner, e))?;
+    // A missing child is created, which costs the API server about half of an apply; one that
+    // exists (or turns out to) is applied, once the fields its create recorded are the apply's.
+    let mut written = None;
+    if !exists {
+        let post = PostParams {
+            dry_run: false,
+            field_manager: Some(operator::NAME.into()),
+        };
+        match context.requests.spend(api.create(&post, &desired)).await {
+            Ok(child) => written = Some(child),
+            Err(kube::Error::Api(status)) if status.code == 409 => exists = true,
+            Err(error) => return Err(api_error("create", kind, owner, error)),
+        }
+    }
+    let applied = match written {
+        Some(child) => child,
+        None => {
+            hand_over_created_fields(run, owner, &api, created).await?;
+            let apply = PatchParams::apply(operator::NAME).force();
+            context
+                .requests
+                .spend(api.patch(&name, &apply, &Patch::Apply(&desired)))
+                .await
+                .map_err(|e| api_error("apply", kind, owner, e))?
+        }
+    };
     run.own.wrote(kind, applied.meta());
     let version = K::spec_version(applied.meta());
     let related = applied.object_ref(&());
@@ -554,6 +583,68 @@ where
         related,
     });
     Ok(kept)
+}
+
+/// What is known of whether a create of the controller's still owns fields of a child.
+enum Created {
+    /// Nothing: the child is read (metadata only) if it comes to an apply.
+    Unknown,
+    /// What the cache keeps ([`compact::Marks::created`]).
+    Cached(bool),
+    /// The child's metadata, just read.
+    Read(Box<ObjectMeta>),
+}
+
+/// Makes the fields a create of the controller's recorded (an `Update` entry of its field
+/// manager) part of its `Apply` entry before an apply, so that the apply can remove what it no
+/// longer sets ([`field_owners`]). Costs nothing for a child the cache says carries no such
+/// entry; the write is conditional on the resourceVersion read, and a child changed in
+/// between fails the reconcile, which is retried.
+async fn hand_over_created_fields<K>(
+    run: &Run,
+    owner: &Memcached,
+    api: &Api<K>,
+    created: Created,
+) -> Result<(), Error>
+where
+    K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let context = &run.context;
+    let name = owner.name_any();
+    let metadata = match created {
+        Created::Cached(false) => return Ok(()),
+        Created::Read(metadata) => *metadata,
+        Created::Cached(true) | Created::Unknown => {
+            let live = context
+                .requests
+                .spend(api.get_metadata_opt(&name))
+                .await
+                .map_err(|e| api_error("get", K::KIND, owner, e))?;
+            match live {
+                Some(live) => live.metadata,
+                None => return Ok(()),
+            }
+        }
+    };
+    let entries = metadata.managed_fields.as_deref().unwrap_or_default();
+    let Some(folded) = field_owners::fold_updates_into_apply(entries, operator::NAME) else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": metadata.resource_version, "managedFields": folded}
+    });
+    let patched = context
+        .requests
+        .spend(api.patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+        .await
+        .map_err(|e| api_error("hand over fields of", K::KIND, owner, e))?;
+    run.own.wrote(K::KIND, &patched.metadata);
+    info!(
+        memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()),
+        kind = K::KIND,
+        "the fields recorded by its create are now the controller's applied fields"
+    );
+    Ok(())
 }
 
 /// Deletes the Memcached's PodDisruptionBudget if one it owns exists.

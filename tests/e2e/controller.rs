@@ -411,6 +411,71 @@ pub async fn a_configuration_change_rolls_the_statefulset(env: Arc<Env>) {
     .await;
 }
 
+/// The operator's entries in a child's managed fields, as (operation, subresource) pairs.
+fn operators_entries(meta: &ObjectMeta) -> Vec<(String, String)> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|e| e.manager.as_deref() == Some("memcached-operator"))
+        .map(|e| {
+            let operation = e.operation.clone().unwrap_or_default();
+            (operation, e.subresource.clone().unwrap_or_default())
+        })
+        .collect()
+}
+
+pub async fn a_field_no_longer_asked_for_is_removed_from_a_created_child(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-fields").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let memcached: Memcached = serde_json::from_value(json!({
+        "apiVersion": "cache.f2367556.dev/v1beta1",
+        "kind": "Memcached",
+        "metadata": {"name": "cache"},
+        "spec": {"replicas": 1, "nodeSelector": {"disktype": "ssd"}}
+    }))
+    .expect("a Memcached");
+    api.create(&PostParams::default(), &memcached)
+        .await
+        .expect("the Memcached is created");
+    let sts: StatefulSet = child(&env, &namespace, "cache").await;
+    let node_selector = |sts: &StatefulSet| {
+        sts.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.node_selector.clone())
+    };
+    assert_eq!(
+        node_selector(&sts),
+        Some([("disktype".to_string(), "ssd".to_string())].into())
+    );
+    // A missing child is created: its fields are recorded as the operator's Update.
+    assert_eq!(
+        operators_entries(sts.meta()),
+        [("Update".to_string(), String::new())]
+    );
+    let change = json!({"spec": {"nodeSelector": null}});
+    api.patch("cache", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .expect("patched");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    let updated = eventually(
+        "the StatefulSet's pod template loses its node selector",
+        WAIT,
+        || async {
+            let sts = statefulsets.get("cache").await.ok()?;
+            node_selector(&sts).is_none().then_some(sts)
+        },
+    )
+    .await;
+    // The create's fields became the apply's, and the apply gave up the one it no longer sets.
+    assert_eq!(
+        operators_entries(updated.meta()),
+        [("Apply".to_string(), String::new())]
+    );
+    let fields = serde_json::to_string(&updated.meta().managed_fields).expect("JSON");
+    assert!(!fields.contains("nodeSelector"), "{fields}");
+}
+
 pub async fn hand_made_changes_to_children_are_put_back(env: Arc<Env>) {
     let namespace = env.create_namespace("e2e-repair").await;
     create(&env, &namespace, "cache", 1).await;

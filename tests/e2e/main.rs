@@ -35,6 +35,7 @@ fn main() {
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,
         controller::hand_made_changes_to_children_are_put_back,
+        controller::a_field_no_longer_asked_for_is_removed_from_a_created_child,
         controller::reconciling_an_unchanged_memcached_writes_nothing,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
