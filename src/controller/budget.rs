@@ -10,11 +10,15 @@
 //! long-lived and carry no load once open.
 //!
 //! While new Memcacheds keep arriving at [`BURST`] a second or more, someone is creating them
-//! in bulk, and that client is the one the API server should serve first: the controller
-//! then sends one request at a time and, after each, waits as long as that request took, so
-//! that it never keeps the API server busy more than half the time; a second after the
-//! arrivals slow down it takes its full budget back. The work it defers is the new objects'
-//! own, which it catches up on once they exist.
+//! in bulk, and that client is the one the API server should serve first. Each write the
+//! controller makes then costs the API server more than the create it follows: the cluster
+//! answers it too (the StatefulSet controller reports on a new StatefulSet, the endpoint
+//! controllers write an Endpoints and an EndpointSlice for a new Service). So an urgent
+//! request waits for the burst to end, [`STOPPED`] after the last arrival, and goes with the
+//! full budget then; one that has waited [`HOLD`] goes anyway, one at a time, each followed
+//! by a pause as long as it took, so that a burst that lasts still sees progress and the
+//! controller never keeps the API server busy more than half the time during it. The work it
+//! defers is the new objects' own, which it catches up on once they exist.
 //!
 //! Requests are urgent ([`RequestBudget::spend`]: children, status) or can wait
 //! ([`RequestBudget::spend_when_idle`]: Events). One that can wait takes a slot only while no
@@ -22,6 +26,7 @@
 //! objects writes every workload and status before the Events that describe them.
 //! docs/performance.md has the measurements behind each choice.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,8 +38,18 @@ use tokio::time::Instant;
 /// New Memcacheds per second from which a burst of creates is under way.
 pub const BURST: u32 = 20;
 
+/// How long after the newest arrival a burst is over: five times the gap between arrivals at
+/// [`BURST`] a second. A client creating in bulk sends its next object well within it (one
+/// every few milliseconds); one that has stopped gets the whole budget back this soon.
+pub const STOPPED: Duration = Duration::from_millis(250);
+
+/// How long an urgent request waits for a burst of creates to end before it goes anyway,
+/// paced. A bulk create of a thousand objects is over well within it, so its objects are
+/// written after it, all at once; a longer one still sees the controller make progress.
+pub const HOLD: Duration = Duration::from_secs(5);
+
 /// How often a request that can wait looks again whether a burst is over.
-const BURST_POLL: Duration = Duration::from_millis(250);
+const BURST_POLL: Duration = Duration::from_millis(100);
 
 /// The controller's budget of requests in flight.
 #[derive(Debug)]
@@ -64,13 +79,14 @@ impl RequestBudget {
         }
     }
 
-    /// Sends `request` once a slot is free (during a burst of creates: one at a time, each
-    /// followed by a pause as long as it took), and frees the slot when it completes.
+    /// Sends `request` once a slot is free (during a burst of creates: once it is over, or
+    /// past [`HOLD`] one at a time, each followed by a pause as long as it took), and frees the
+    /// slot when it completes.
     pub async fn spend<F: Future>(&self, request: F) -> F::Output {
         let waiting = Waiting::new(self);
         // The semaphores are never closed, so acquiring never fails; if it did, the request
         // would go out unbounded rather than not at all.
-        let turn = match self.arrivals.burst(Instant::now()) {
+        let turn = match self.held_through_burst().await {
             true => {
                 let turn = self.yielding.acquire().await.ok();
                 let resume_at = *self.resume_at.lock().unwrap_or_else(|e| e.into_inner());
@@ -93,6 +109,22 @@ impl RequestBudget {
         drop((turn, slot));
         self.freed.notify_waiters();
         output
+    }
+
+    /// Waits while a burst of creates is under way, for at most [`HOLD`]; returns whether it
+    /// still is (the request then goes paced).
+    async fn held_through_burst(&self) -> bool {
+        let give_up = Instant::now() + HOLD;
+        loop {
+            let now = Instant::now();
+            let Some(over) = self.arrivals.over_at(now) else {
+                return false;
+            };
+            if now >= give_up {
+                return true;
+            }
+            tokio::time::sleep_until(over.min(give_up)).await;
+        }
     }
 
     /// Sends `request` once no urgent request waits for a slot and no burst of creates is
@@ -151,58 +183,35 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// New Memcacheds seen in the current and the previous second.
-#[derive(Debug)]
-struct Arrivals(Mutex<Window>);
-
-#[derive(Debug)]
-struct Window {
-    start: Instant,
-    current: u32,
-    previous: u32,
-}
-
-impl Default for Arrivals {
-    fn default() -> Self {
-        Self(Mutex::new(Window {
-            start: Instant::now(),
-            current: 0,
-            previous: 0,
-        }))
-    }
-}
+/// The most recent arrivals, newest last: at most [`BURST`] of them.
+#[derive(Debug, Default)]
+struct Arrivals(Mutex<VecDeque<Instant>>);
 
 impl Arrivals {
-    /// Moves the window to the second holding `now`.
-    fn window(&self, now: Instant) -> std::sync::MutexGuard<'_, Window> {
-        let mut window = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let elapsed = now.saturating_duration_since(window.start);
-        if elapsed >= Duration::from_secs(2) {
-            *window = Window {
-                start: now,
-                current: 0,
-                previous: 0,
-            };
-        } else if elapsed >= Duration::from_secs(1) {
-            let start = window.start + Duration::from_secs(1);
-            *window = Window {
-                start,
-                current: 0,
-                previous: window.current,
-            };
-        }
-        window
-    }
-
     fn arrived(&self, now: Instant) {
-        let mut window = self.window(now);
-        window.current = window.current.saturating_add(1);
+        let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == BURST as usize {
+            recent.pop_front();
+        }
+        recent.push_back(now);
     }
 
-    /// Whether [`BURST`] or more arrived within the current or the previous second.
+    /// Whether a burst is under way: the last [`BURST`] arrivals came within a second, and the
+    /// newest is less than [`STOPPED`] old (the client has not stopped creating).
     fn burst(&self, now: Instant) -> bool {
-        let window = self.window(now);
-        window.current.max(window.previous) >= BURST
+        self.over_at(now).is_some()
+    }
+
+    /// When the burst under way at `now` is over unless more arrive; `None` if none is.
+    fn over_at(&self, now: Instant) -> Option<Instant> {
+        let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match (recent.front(), recent.back()) {
+            (Some(oldest), Some(newest)) if recent.len() == BURST as usize => {
+                let over = (*oldest + Duration::from_secs(1)).min(*newest + STOPPED);
+                (over > now).then_some(over)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -259,34 +268,59 @@ mod tests {
         );
     }
 
+    /// A budget of `limit` that sees new Memcacheds arrive, 50 a second, for `lasting`.
+    fn bursting_for(limit: u16, lasting: Duration) -> Arc<RequestBudget> {
+        let budget = bursting(limit);
+        let arriving = budget.clone();
+        tokio::spawn(async move {
+            let end = Instant::now() + lasting;
+            while Instant::now() < end {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                arriving.arrived();
+            }
+        });
+        budget
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn during_a_burst_of_creates_one_request_at_a_time() {
-        let budget = bursting(4);
-        assert_eq!(most_in_flight(budget.clone(), 8).await, 1);
+    async fn during_a_burst_of_creates_urgent_requests_wait_for_its_end() {
+        let start = Instant::now();
+        let budget = bursting_for(4, Duration::from_secs(1));
         assert_eq!(
-            most_in_flight(bursting(0), 8).await,
-            1,
-            "even with no bound"
+            most_in_flight(budget, 8).await,
+            4,
+            "all at once after it, up to the limit"
+        );
+        // Eight requests of 10 ms, two rounds of four, sent once arrivals stopped for STOPPED.
+        let elapsed = start.elapsed();
+        let over = Duration::from_secs(1) + STOPPED;
+        assert!(
+            elapsed >= over + Duration::from_millis(20)
+                && elapsed <= over + Duration::from_millis(60),
+            "{elapsed:?}"
         );
     }
 
     #[tokio::test(start_paused = true)]
-    async fn during_a_burst_each_request_is_followed_by_a_pause_as_long_as_it_took() {
-        let budget = bursting(4);
+    async fn past_the_hold_one_request_at_a_time_each_followed_by_a_pause_as_long_as_it_took() {
         let start = Instant::now();
-        most_in_flight(budget.clone(), 4).await;
-        // Four requests of 10 ms, with a pause of 10 ms between each and the next.
+        let budget = bursting_for(4, Duration::from_secs(20));
+        assert_eq!(most_in_flight(budget, 4).await, 1);
+        // Four requests of 10 ms after the hold, with a pause of 10 ms between each and the
+        // next, long before the burst ends.
+        let elapsed = start.elapsed();
         assert!(
-            start.elapsed() >= Duration::from_millis(70),
-            "{:?}",
-            start.elapsed()
+            elapsed >= HOLD + Duration::from_millis(70) && elapsed < HOLD + Duration::from_secs(1),
+            "{elapsed:?}"
         );
+        let unbounded = bursting_for(0, Duration::from_secs(20));
+        assert_eq!(most_in_flight(unbounded, 8).await, 1, "even with no bound");
         let calm = Arc::new(RequestBudget::new(4));
         let start = Instant::now();
         most_in_flight(calm, 4).await;
         assert!(
             start.elapsed() < Duration::from_millis(20),
-            "no pause without a burst"
+            "no wait and no pause without a burst"
         );
     }
 
@@ -336,8 +370,8 @@ mod tests {
         budget.spend_when_idle(async {}).await;
         let waited = start.elapsed();
         assert!(
-            waited >= Duration::from_secs(1) && waited <= Duration::from_millis(2250),
-            "sent {waited:?} after the burst began"
+            waited >= STOPPED && waited <= STOPPED + BURST_POLL,
+            "sent {waited:?} after the last arrival"
         );
         let start = Instant::now();
         budget.spend_when_idle(async {}).await;
@@ -345,29 +379,31 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_is_twenty_arrivals_within_a_second_and_ends_a_second_after_them() {
+    fn a_burst_is_twenty_arrivals_within_a_second_and_ends_when_they_stop() {
         let arrivals = Arrivals::default();
         let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
         for i in 0..BURST - 1 {
-            arrivals.arrived(start + Duration::from_millis(u64::from(i)));
+            arrivals.arrived(at(u64::from(i) * 10));
         }
+        assert!(!arrivals.burst(at(190)), "19 is no burst");
+        arrivals.arrived(at(200));
+        assert!(arrivals.burst(at(300)), "20 within 200 ms is");
         assert!(
-            !arrivals.burst(start + Duration::from_millis(100)),
-            "19 is no burst"
+            arrivals.burst(at(449)),
+            "while the newest is under 250 ms old"
         );
-        arrivals.arrived(start + Duration::from_millis(200));
-        assert!(arrivals.burst(start + Duration::from_millis(300)));
-        assert!(
-            arrivals.burst(start + Duration::from_millis(1500)),
-            "still, the second after"
-        );
-        assert!(!arrivals.burst(start + Duration::from_millis(2500)), "over");
-        // A steady trickle below the rate never is one.
+        assert!(!arrivals.burst(at(450)), "over once they stop");
+        // Arrivals that go on at the rate start it again at once and keep it going.
+        for i in 0..100u64 {
+            arrivals.arrived(at(500 + i * 30));
+            assert!(arrivals.burst(at(500 + i * 30 + 1)), "33 a second at {i}");
+        }
+        // A steady trickle below the rate never is one, however long it lasts.
         let trickle = Arrivals::default();
         for i in 0..100u64 {
-            let now = start + Duration::from_millis(i * 100);
-            trickle.arrived(now);
-            assert!(!trickle.burst(now), "10 a second at {i}");
+            trickle.arrived(at(i * 60));
+            assert!(!trickle.burst(at(i * 60)), "about 17 a second at {i}");
         }
     }
 }
