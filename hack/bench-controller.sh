@@ -125,8 +125,8 @@ elif command == "summary":
     print(json.dumps({
         "method": "the API server's audit log of the operator's ServiceAccount; watches counted "
                   "when they open, and neither they nor the reviews of the bench's metrics "
-                  "scrapes in total or per_object_by_verb; PATCH statefulsets and services are "
-                  "server-side applies",
+                  "scrapes in total or per_object_by_verb; CREATE statefulsets and services are "
+                  "children created, PATCH ones server-side applies",
         "user_agents": sorted({agent for _, _, agent in all_requests}),
         "steady_and_baseline_seconds": seconds,
         "baseline": summary(bounds[0], bounds[1]),
