@@ -493,10 +493,9 @@ where
     let mut exists = cached.is_some();
     // Whether a create of the controller's still owns fields of the child: from the cache, or
     // from the child itself when it is read below.
-    let mut created = Created::Unknown;
-    if let Some(cached) = &cached {
-        created = Created::Cached(cached.marks().created);
-    }
+    let mut created = cached
+        .as_ref()
+        .map_or(Created::Unknown, |c| Created::Cached(c.marks().created));
     match (drift::judge(desired.meta(), judged, known), cached) {
         (Verdict::Current, Some(cached)) => return Ok((*cached).clone()),
         (Verdict::Write(reason), _) if exists => {
@@ -553,7 +552,7 @@ where
     let applied = match written {
         Some(child) => child,
         None => {
-            hand_over_created_fields(run, owner, &api, created).await?;
+            hand_over_created_fields(run, owner, &memcached, &api, created).await?;
             let apply = PatchParams::apply(operator::NAME).force();
             context
                 .requests
@@ -603,6 +602,7 @@ enum Created {
 async fn hand_over_created_fields<K>(
     run: &Run,
     owner: &Memcached,
+    memcached: &str,
     api: &Api<K>,
     created: Created,
 ) -> Result<(), Error>
@@ -640,7 +640,7 @@ where
         .map_err(|e| api_error("hand over fields of", K::KIND, owner, e))?;
     run.own.wrote(K::KIND, &patched.metadata);
     info!(
-        memcached = %format!("{}/{name}", owner.namespace().unwrap_or_default()),
+        memcached,
         kind = K::KIND,
         "the fields recorded by its create are now the controller's applied fields"
     );
