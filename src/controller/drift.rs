@@ -7,7 +7,8 @@
 //! at the uid, spec version and labels and owners the controller last applied or verified it
 //! with ([`Known`]), is current. Anything else (someone else changed its spec, labels or
 //! owners, or the controller restarted and knows nothing yet) is verified: fetched and
-//! compared.
+//! compared. A child the cache lacks that the controller wrote moments ago, as today's desired
+//! state says, and whose write the watch has yet to bring back, is taken as written.
 //!
 //! The comparison ([`first_difference`]) is a subset check on JSON: fields the API server adds
 //! (defaults, status, managed fields) are ignored; fields we set must be present and equal.
@@ -38,6 +39,9 @@ pub enum Verdict {
     Write(&'static str),
     /// The cache cannot tell: fetch the child and compare it.
     Verify,
+    /// Nothing: the controller just wrote it as the desired state says, and the cache has yet
+    /// to see that write.
+    Unseen,
 }
 
 /// Puts the hash of `desired` (as it is before the stamp) into its [`APPLIED_HASH_ANNOTATION`]
@@ -78,17 +82,22 @@ pub fn known(cached: &ObjectMeta, marks: &Marks, version: Option<u64>, desired: 
 }
 
 /// Judges a child from the cache: `desired` is the stamped desired metadata, `cached` what the
-/// cache keeps of the child (metadata, marks, spec version), and `known` what the controller
-/// last knew of it.
+/// cache keeps of the child (metadata, marks, spec version), `known` what the controller
+/// last knew of it, and `echo_awaited` whether the watch has yet to bring back the
+/// controller's last write of it.
 pub fn judge(
     desired: &ObjectMeta,
     cached: Option<(&ObjectMeta, &Marks, Option<u64>)>,
     known: Option<Known>,
+    echo_awaited: bool,
 ) -> Verdict {
     let hash = stamped(desired).unwrap_or_default();
     let Some((cached, marks, version)) = cached else {
-        // Applied moments ago and not seen yet, or gone while the watch was down: ask.
         return match known {
+            // Written moments ago at today's desired state; the watch has yet to bring it. Were
+            // it deleted since, that event would follow and wake a reconcile of its own.
+            Some(known) if known.desired == hash && echo_awaited => Verdict::Unseen,
+            // Gone while the watch was down (a relist drops the echoes awaited): ask.
             Some(known) if known.desired == hash => Verdict::Verify,
             _ => Verdict::Write("missing"),
         };
@@ -243,16 +252,20 @@ mod tests {
     #[test]
     fn a_child_the_cache_lacks_is_written_unless_the_controller_just_wrote_it() {
         let desired = stamped_meta(&[("app", "a")]);
-        assert_eq!(judge(&desired, None, None), Verdict::Write("missing"));
+        assert_eq!(
+            judge(&desired, None, None, false),
+            Verdict::Write("missing")
+        );
         let (child, marks) = cached(&desired);
         let ours = known(&child, &marks, Some(1), stamped(&desired).expect("stamped"));
-        assert_eq!(judge(&desired, None, Some(ours)), Verdict::Verify);
+        assert_eq!(judge(&desired, None, Some(ours), false), Verdict::Verify);
+        assert_eq!(judge(&desired, None, Some(ours), true), Verdict::Unseen);
         let older = Known {
             desired: ours.desired ^ 1,
             ..ours
         };
         assert_eq!(
-            judge(&desired, None, Some(older)),
+            judge(&desired, None, Some(older), true),
             Verdict::Write("missing")
         );
     }
@@ -264,19 +277,24 @@ mod tests {
         let hash = stamped(&desired).expect("stamped");
         let ours = known(&child, &marks, Some(3), hash);
         assert_eq!(
-            judge(&desired, Some((&child, &marks, Some(3))), Some(ours)),
+            judge(&desired, Some((&child, &marks, Some(3))), Some(ours), false),
             Verdict::Current
         );
         // Someone else changed its spec: a new generation.
         assert_eq!(
-            judge(&desired, Some((&child, &marks, Some(4))), Some(ours)),
+            judge(&desired, Some((&child, &marks, Some(4))), Some(ours), false),
             Verdict::Verify
         );
         // Re-created by someone else: a new uid.
         let mut recreated = child.clone();
         recreated.uid = Some("u-2".into());
         assert_eq!(
-            judge(&desired, Some((&recreated, &marks, Some(3))), Some(ours)),
+            judge(
+                &desired,
+                Some((&recreated, &marks, Some(3))),
+                Some(ours),
+                false
+            ),
             Verdict::Verify
         );
         // Someone else removed a label or an owner reference since: compared field by field.
@@ -287,13 +305,14 @@ mod tests {
             judge(
                 &desired,
                 Some((&unlabelled, &unlabelled_marks, Some(3))),
-                Some(ours)
+                Some(ours),
+                false
             ),
             Verdict::Verify
         );
         // The controller restarted.
         assert_eq!(
-            judge(&desired, Some((&child, &marks, Some(3))), None),
+            judge(&desired, Some((&child, &marks, Some(3))), None, false),
             Verdict::Verify
         );
     }
@@ -305,7 +324,7 @@ mod tests {
         let ours = known(&child, &marks, Some(3), stamped(&desired).expect("stamped"));
         let changed = stamped_meta(&[("app", "b")]);
         assert_eq!(
-            judge(&changed, Some((&child, &marks, Some(3))), Some(ours)),
+            judge(&changed, Some((&child, &marks, Some(3))), Some(ours), false),
             Verdict::Write("desired state changed")
         );
         let mut unstamped = child;
@@ -314,7 +333,8 @@ mod tests {
             judge(
                 &desired,
                 Some((&unstamped, &Marks::of(&unstamped), Some(3))),
-                Some(ours)
+                Some(ours),
+                false
             ),
             Verdict::Write("desired state changed")
         );

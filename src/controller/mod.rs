@@ -24,9 +24,10 @@ pub mod watches;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -55,6 +56,9 @@ use crate::operator;
 /// caches, so it costs no request unless something differs; it repairs what a lost watch event
 /// would otherwise leave (a child deleted while a watch was re-listing).
 pub const RESYNC: Duration = Duration::from_secs(300);
+/// How long the status of a Memcached whose StatefulSet was just written waits for the
+/// StatefulSet controller's report before it is written without it.
+pub const REPORT_WAIT: Duration = Duration::from_secs(2);
 /// How long a reconcile may run before the controller warns that it is still waiting.
 pub const SLOW_RECONCILE: Duration = Duration::from_secs(30);
 /// The first retry delay after a failure; it doubles per consecutive failure.
@@ -352,6 +356,7 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     let mut failure = None;
     let mut statefulset = None;
     let mut changes = Vec::new();
+    let mut statefulset_written = false;
     if problem.is_none() {
         let (mut sts_changes, mut svc_changes, mut pdb_changes) =
             (Vec::new(), Vec::new(), Vec::new());
@@ -381,9 +386,10 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
                 }
             },
         );
+        statefulset_written = !sts_changes.is_empty();
         changes = [sts_changes, svc_changes, pdb_changes].concat();
         match (sts, svc, pdb) {
-            (Ok(sts), Ok(_), Ok(())) => statefulset = Some(sts),
+            (Ok(sts), Ok(_), Ok(())) => statefulset = sts,
             (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => failure = Some(error),
         }
     }
@@ -415,6 +421,7 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
             .as_ref()
             .map(|e| Problem::ReconcileFailed(e.to_string()))
     });
+    let reported = statefulset.as_ref().is_some_and(status::reported);
     let now = Time(jiff::Timestamp::now());
     let status = desired_status(
         &effective,
@@ -430,7 +437,34 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     if let Some((reason, note, related)) = events::summarize(changes) {
         context.events.changed(&object, reason, note, related);
     }
-    if effective.status.as_ref() != Some(&status) {
+    // A StatefulSet just written has not been looked at by its controller yet, so the status
+    // would only say so: it waits for that controller's report (which wakes a reconcile), for
+    // at most `REPORT_WAIT` after the write. One status write then says more than two would,
+    // and during a burst the children of the Memcacheds still waiting come first.
+    let its_statefulset = ObjectMeta {
+        name: Some(name.clone()),
+        namespace: Some(namespace.clone()),
+        ..ObjectMeta::default()
+    };
+    let started = Instant::now();
+    if statefulset_written {
+        run.own.await_report(
+            <StatefulSet as Child>::KIND,
+            &its_statefulset,
+            started + REPORT_WAIT,
+        );
+    }
+    let awaited = if reported {
+        run.own
+            .reported(<StatefulSet as Child>::KIND, &its_statefulset);
+        None
+    } else {
+        run.own
+            .report_awaited(<StatefulSet as Child>::KIND, &its_statefulset, started)
+    };
+    let stale = effective.status.as_ref() != Some(&status);
+    let hold = awaited.filter(|_| stale && failure.is_none() && problem.is_none());
+    if stale && hold.is_none() {
         let memcacheds = Api::<Memcached>::namespaced(context.client.clone(), &namespace);
         let patch = Patch::Merge(serde_json::json!({ "status": status }));
         let patched = context
@@ -456,12 +490,15 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     }
     context.clear_failures(&object);
     context.events.clear(&object.metadata);
+    if let Some(until) = hold {
+        return Ok(Action::requeue(until.saturating_duration_since(started)));
+    }
     // Looked at again by the sweep (`RESYNC`), or sooner on a change.
     Ok(Action::await_change())
 }
 
 /// Brings one child to its desired state, judged from the cache; returns what the cache keeps
-/// of it now.
+/// of it now, or `None` for a child written moments ago that the cache has yet to see.
 ///
 /// The desired object is stamped with its hash ([`drift::stamp`]). A current child costs no
 /// request; one the cache cannot judge is fetched and compared field by field; one that is
@@ -474,7 +511,7 @@ async fn ensure<K>(
     mut desired: K,
     cache: &Store<K::Cached>,
     changes: &mut Vec<Change>,
-) -> Result<K::Cached, Error>
+) -> Result<Option<K::Cached>, Error>
 where
     K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
@@ -496,8 +533,13 @@ where
     let mut created = cached
         .as_ref()
         .map_or(Created::Unknown, |c| Created::Cached(c.marks().created));
-    match (drift::judge(desired.meta(), judged, known), cached) {
-        (Verdict::Current, Some(cached)) => return Ok((*cached).clone()),
+    let echo_awaited = run.own.awaits_echo(kind, desired.meta());
+    match (
+        drift::judge(desired.meta(), judged, known, echo_awaited),
+        cached,
+    ) {
+        (Verdict::Current, Some(cached)) => return Ok(Some((*cached).clone())),
+        (Verdict::Unseen, _) => return Ok(None),
         (Verdict::Write(reason), _) if exists => {
             info!(memcached = %memcached, kind, field = %reason, "child differs from its desired state")
         }
@@ -524,7 +566,7 @@ where
                             desired.meta(),
                             drift::known(kept.meta(), kept.marks(), version, hash),
                         );
-                        return Ok(kept);
+                        return Ok(Some(kept));
                     }
                     Some(path) => {
                         info!(memcached = %memcached, kind, field = %path, "child differs from its desired state");
@@ -581,7 +623,7 @@ where
         note: format!("{kind} {name} {verb}"),
         related,
     });
-    Ok(kept)
+    Ok(Some(kept))
 }
 
 /// What is known of whether a create of the controller's still owns fields of a child.

@@ -14,6 +14,10 @@
 //!   applied it or compared it field by field, and the hash of the desired state it had then.
 //!   A cached child at another spec version was changed by someone else and is compared again.
 //!
+//! - **reports awaited**: per StatefulSet the controller just wrote, until when the
+//!   Memcached's status waits for the StatefulSet controller's report on that write rather
+//!   than be written without it. Dropped when the report comes or the time is up.
+//!
 //! Nothing here talks to the API server or decides anything; `drift` decides, and the watch
 //! streams in `cache` forget what belongs to deleted objects. Keys and values are hashed to
 //! 64 bits: a collision can at worst make a child look known when it is not (one in 2^64).
@@ -21,6 +25,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use kube::api::ObjectMeta;
 
@@ -49,6 +54,7 @@ struct Records {
     echoes: HashMap<u64, Vec<u64>>,
     statuses: HashMap<u64, MemcachedStatus>,
     known: HashMap<u64, Known>,
+    reports: HashMap<u64, Instant>,
 }
 
 /// The controller's memory of its own writes.
@@ -130,6 +136,15 @@ impl OwnWrites {
         true
     }
 
+    /// Whether an echo of a write of the `kind` named by `metadata` (namespace and name) is
+    /// awaited.
+    pub fn awaits_echo(&self, kind: &'static str, metadata: &ObjectMeta) -> bool {
+        let records = self.records();
+        records
+            .get(kind)
+            .is_some_and(|r| r.echoes.contains_key(&key(metadata)))
+    }
+
     /// Drops every awaited echo of `kind`: its watch is listing again, and a list shows only
     /// the latest version of each object, so some echoes will never come.
     pub fn relisting(&self, kind: &'static str) {
@@ -159,15 +174,51 @@ impl OwnWrites {
             records.echoes.remove(&key);
             records.statuses.remove(&key);
             records.known.remove(&key);
+            records.reports.remove(&key);
         }
     }
 
-    /// How many objects of `kind` await an echo, and how many are known children.
-    pub fn counts(&self, kind: &'static str) -> (usize, usize) {
+    /// Records that the controller wrote the `kind` named by `metadata` and awaits its
+    /// controller's report on that write until `until`.
+    pub fn await_report(&self, kind: &'static str, metadata: &ObjectMeta, until: Instant) {
+        let mut records = self.records();
+        let reports = &mut records.entry(kind).or_default().reports;
+        reports.insert(key(metadata), until);
+    }
+
+    /// Until when a report on the `kind` named by `metadata` is still awaited at `now`: `None`
+    /// when none is, or its time is up (the record is dropped then).
+    pub fn report_awaited(
+        &self,
+        kind: &'static str,
+        metadata: &ObjectMeta,
+        now: Instant,
+    ) -> Option<Instant> {
+        let mut records = self.records();
+        let reports = &mut records.get_mut(kind)?.reports;
+        let key = key(metadata);
+        let until = *reports.get(&key)?;
+        if until <= now {
+            reports.remove(&key);
+            return None;
+        }
+        Some(until)
+    }
+
+    /// The report awaited on the `kind` named by `metadata` came.
+    pub fn reported(&self, kind: &'static str, metadata: &ObjectMeta) {
+        if let Some(records) = self.records().get_mut(kind) {
+            records.reports.remove(&key(metadata));
+        }
+    }
+
+    /// How many objects of `kind` await an echo, how many are known children, and how many
+    /// await a report.
+    pub fn counts(&self, kind: &'static str) -> (usize, usize, usize) {
         let records = self.records();
-        records
-            .get(kind)
-            .map_or((0, 0), |r| (r.echoes.len(), r.known.len()))
+        records.get(kind).map_or((0, 0, 0), |r| {
+            (r.echoes.len(), r.known.len(), r.reports.len())
+        })
     }
 }
 
@@ -191,12 +242,15 @@ mod tests {
     fn only_the_version_a_write_returned_is_its_echo_and_only_once() {
         let own = OwnWrites::default();
         own.wrote("StatefulSet", &meta("cache", "41"));
+        assert!(own.awaits_echo("StatefulSet", &meta("cache", "")));
+        assert!(!own.awaits_echo("Service", &meta("cache", "")));
         assert!(!own.is_echo("StatefulSet", &meta("cache", "40")));
         assert!(!own.is_echo("Service", &meta("cache", "41")), "kinds apart");
         assert!(!own.is_echo("StatefulSet", &meta("other", "41")));
         assert!(own.is_echo("StatefulSet", &meta("cache", "41")));
         assert!(!own.is_echo("StatefulSet", &meta("cache", "41")), "used up");
-        assert_eq!(own.counts("StatefulSet"), (0, 0));
+        assert!(!own.awaits_echo("StatefulSet", &meta("cache", "")));
+        assert_eq!(own.counts("StatefulSet"), (0, 0, 0));
     }
 
     #[test]
@@ -257,7 +311,37 @@ mod tests {
         own.learn("Service", &meta("cache", "5"), known);
         assert_eq!(own.known("Service", &meta("cache", "6")), Some(known));
         assert_eq!(own.known("Service", &meta("other", "5")), None);
+        own.await_report("Service", &meta("cache", "5"), Instant::now() + WAIT);
         own.forget("Service", &meta("cache", "8"));
-        assert_eq!(own.counts("Service"), (0, 0));
+        assert_eq!(own.counts("Service"), (0, 0, 0));
+    }
+
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+    #[test]
+    fn a_report_is_awaited_until_it_comes_or_its_time_is_up() {
+        let own = OwnWrites::default();
+        let now = Instant::now();
+        let until = now + WAIT;
+        own.await_report("StatefulSet", &meta("cache", "5"), until);
+        own.await_report("StatefulSet", &meta("other", "5"), until);
+        assert_eq!(
+            own.report_awaited("StatefulSet", &meta("cache", "6"), now),
+            Some(until)
+        );
+        assert_eq!(
+            own.report_awaited("Service", &meta("cache", "6"), now),
+            None
+        );
+        own.reported("StatefulSet", &meta("cache", "7"));
+        assert_eq!(
+            own.report_awaited("StatefulSet", &meta("cache", "7"), now),
+            None
+        );
+        assert_eq!(
+            own.report_awaited("StatefulSet", &meta("other", "5"), until),
+            None
+        );
+        assert_eq!(own.counts("StatefulSet"), (0, 0, 0), "both dropped");
     }
 }

@@ -49,6 +49,16 @@ pub fn serving(pod: &CachedPod) -> bool {
         })
 }
 
+/// Whether the StatefulSet controller has reported on the StatefulSet's current generation.
+pub fn reported(statefulset: &CachedStatefulSet) -> bool {
+    statefulset.metadata.generation.is_some()
+        && statefulset.metadata.generation
+            == statefulset
+                .status
+                .as_ref()
+                .and_then(|s| s.observed_generation)
+}
+
 fn condition(
     kind: &str,
     status: bool,
@@ -96,10 +106,7 @@ pub fn desired_status(
         .as_ref()
         .and_then(|s| s.status)
         .unwrap_or_default();
-    let sts_current = observed.statefulset.as_ref().is_some_and(|s| {
-        s.metadata.generation.is_some()
-            && s.metadata.generation == s.status.as_ref().and_then(|st| st.observed_generation)
-    });
+    let sts_current = observed.statefulset.as_ref().is_some_and(reported);
     let mut ready: Vec<i32> = observed
         .ready_ordinals
         .iter()

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use memcached_operator::admission::{Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
@@ -686,6 +687,39 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         notes,
         ["StatefulSet cache created; Service cache created; PodDisruptionBudget cache created"],
         "one Event for the reconcile that created the children"
+    );
+}
+
+/// A new Memcached's first status already carries the StatefulSet controller's report: the
+/// status waits for it (up to `REPORT_WAIT`) instead of first saying only that a rollout began.
+pub async fn a_new_memcacheds_first_status_carries_the_statefulset_controllers_report(
+    env: Arc<Env>,
+) {
+    let namespace = env.create_namespace("e2e-first-status").await;
+    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    let statuses = watcher(api.clone(), watcher::Config::default())
+        .applied_objects()
+        .filter_map(|object| async move {
+            let status = object.ok()?.status?;
+            let reasons = status
+                .conditions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| format!("{}={}", c.type_, c.reason))
+                .collect::<Vec<_>>();
+            Some(reasons)
+        });
+    let mut statuses = std::pin::pin!(statuses);
+    // Opened before the create: the watch sees every status the Memcached is given.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = create(&env, &namespace, "cache", 0).await;
+    let first = tokio::time::timeout(WAIT, statuses.next())
+        .await
+        .expect("a status within the wait")
+        .expect("the watch goes on");
+    assert!(
+        first.contains(&"Progressing=UpToDate".to_string()),
+        "the first status was written before the StatefulSet controller's report: {first:?}"
     );
 }
 

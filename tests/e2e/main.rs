@@ -37,6 +37,7 @@ fn main() {
         controller::hand_made_changes_to_children_are_put_back,
         controller::a_field_no_longer_asked_for_is_removed_from_a_created_child,
         controller::reconciling_an_unchanged_memcached_writes_nothing,
+        controller::a_new_memcacheds_first_status_carries_the_statefulset_controllers_report,
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
         controller::the_controllers_caches_hold_no_write_history,
