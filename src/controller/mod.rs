@@ -441,26 +441,23 @@ async fn reconcile_one(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     // would only say so: it waits for that controller's report (which wakes a reconcile), for
     // at most `REPORT_WAIT` after the write. One status write then says more than two would,
     // and during a burst the children of the Memcacheds still waiting come first.
-    let its_statefulset = ObjectMeta {
-        name: Some(name.clone()),
-        namespace: Some(namespace.clone()),
-        ..ObjectMeta::default()
-    };
+    // The StatefulSet is named as its Memcached, and `OwnWrites` files it by kind and name.
+    let its_statefulset = &object.metadata;
     let started = Instant::now();
     if statefulset_written {
         run.own.await_report(
             <StatefulSet as Child>::KIND,
-            &its_statefulset,
+            its_statefulset,
             started + REPORT_WAIT,
         );
     }
     let awaited = if reported {
         run.own
-            .reported(<StatefulSet as Child>::KIND, &its_statefulset);
+            .reported(<StatefulSet as Child>::KIND, its_statefulset);
         None
     } else {
         run.own
-            .report_awaited(<StatefulSet as Child>::KIND, &its_statefulset, started)
+            .report_awaited(<StatefulSet as Child>::KIND, its_statefulset, started)
     };
     let stale = effective.status.as_ref() != Some(&status);
     let hold = awaited.filter(|_| stale && failure.is_none() && problem.is_none());
