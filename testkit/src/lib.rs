@@ -19,6 +19,7 @@
 pub mod captured;
 pub mod cases;
 pub mod cert_layout;
+pub mod cert_manager;
 pub mod client;
 pub mod control_plane;
 pub mod deploy;

@@ -13,6 +13,10 @@
 //!   real kubelet up to its sync period), and the calls in between fail.
 //!
 //! Each renewal is triggered as `cmctl renew` does it: the Certificate's `Issuing` condition.
+//! In the first two, cainjector is held still (stopped) from the trigger until `HOLD` after the
+//! Secret changed, as a busy one can be: for that long every caBundle is the old one, and the
+//! test asks each replica which certificate it presents. In the third it is left to be as
+//! quick as it is, so the caBundles change before the files land.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,6 +26,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
+use testkit::cert_manager::PausedCainjector;
 use testkit::node_pods::pod_processes;
 use testkit::writer::{Tally, Writer};
 
@@ -37,6 +42,9 @@ const WRITERS: usize = 8;
 const AFTER: Duration = Duration::from_secs(3);
 /// How often the timeline looks.
 const POLL: Duration = Duration::from_millis(50);
+/// How long cainjector is held still once the Secret holds the renewed certificate: longer
+/// than the node agent takes to bring the Secret's new files into the pods.
+const HOLD: Duration = Duration::from_secs(3);
 
 /// Makes cert-manager issue the Certificate again, as `cmctl renew` does: it sets the
 /// `Issuing` condition (reason `ManuallyTriggered`) in the Certificate's status, the request
@@ -74,14 +82,35 @@ struct Timeline {
     triggered: Instant,
     /// The Secret held the new certificate.
     secret: Instant,
+    /// A caBundle held the new certificate's CA.
+    first_bundle: Instant,
     /// Every caBundle held the new certificate's CA.
     bundles: Instant,
-    /// Every replica served the new certificate.
+    /// Every replica served the new certificate (when the last handshake that showed it ended).
     served: Instant,
+    /// When the last read of the caBundles that found none holding the new CA began.
+    last_untrusting_read: Option<Instant>,
+    /// What the replicas served while cainjector was held still, when it was.
+    held: Option<Held>,
     /// What the Secret holds now.
     issued: Issued,
     /// Every distinct set of caBundles seen from the trigger on, in order.
     bundles_seen: Vec<Vec<Option<String>>>,
+}
+
+/// What the replicas served while cainjector was held still after the Secret changed, so
+/// that no caBundle could change.
+#[derive(Debug)]
+struct Held {
+    /// How many times both replicas were asked.
+    looks: usize,
+    /// How long after the Secret a replica first presented another certificate than the one
+    /// served before the renewal.
+    switched: Option<Duration>,
+    /// When every replica first presented the new certificate.
+    served: Option<Instant>,
+    /// Whether the caBundles stayed as they were throughout.
+    bundles_unchanged: bool,
 }
 
 impl Timeline {
@@ -90,59 +119,128 @@ impl Timeline {
     }
 }
 
-/// Triggers a renewal of the serving Certificate and follows it until every replica serves
-/// the new serial.
-async fn follow_renewal(env: &Env, pods: &[Pod], before: &Issued) -> Timeline {
+/// Triggers a renewal of the serving Certificate (with cert-manager's cainjector held still
+/// until `HOLD` after the Secret changed when `hold_cainjector`), and follows it until every
+/// replica serves the new serial.
+async fn follow_renewal(
+    env: &Env,
+    pods: &[Pod],
+    before: &Issued,
+    hold_cainjector: bool,
+) -> Timeline {
+    let unchanged = env.ca_bundles().await;
+    let paused = hold_cainjector
+        .then(|| PausedCainjector::pause(&env.plane).unwrap_or_else(|error| panic!("{error}")));
     let triggered = Instant::now();
     renew(env, &env.deployed.certificate).await;
     let deadline = triggered + WAIT;
-    let (mut secret, mut bundles, mut served) = (None, None, None);
-    let mut issued = None;
-    let mut bundles_seen: Vec<Vec<Option<String>>> = Vec::new();
+    let (secret, issued) = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the Secret did not change within {WAIT:?}"
+        );
+        if let Some(now) = env.issued().await.filter(|i| i.serial != before.serial) {
+            break (Instant::now(), now);
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    let held = match paused {
+        Some(paused) => {
+            let held = hold(env, pods, before, &issued, secret, &unchanged).await;
+            paused.resume();
+            Some(held)
+        }
+        None => None,
+    };
+
+    let mut served = held.as_ref().and_then(|h| h.served);
+    let (mut first_bundle, mut bundles, mut last_untrusting_read) = (None, None, None);
+    let mut bundles_seen = vec![unchanged];
     loop {
         assert!(
             Instant::now() < deadline,
-            "the renewal did not finish within {WAIT:?}: Secret at {secret:?}, bundles at {bundles:?}, \
-             served at {served:?}"
+            "the renewal did not finish within {WAIT:?}: bundles at {bundles:?}, served at {served:?}"
         );
-        if secret.is_none()
-            && let Some(now) = env.issued().await.filter(|i| i.serial != before.serial)
-        {
-            secret = Some(Instant::now());
-            issued = Some(now);
-        }
+        let read = Instant::now();
         let current = env.ca_bundles().await;
         if bundles_seen.last() != Some(&current) {
             bundles_seen.push(current.clone());
         }
-        if let Some(new) = &issued {
-            if bundles.is_none() && all_bundles_are(&current, &new.ca) {
-                bundles = Some(Instant::now());
-            }
-            if served.is_none() {
-                let serials = env.served_serials(pods, &new.ca).await;
-                if serials
-                    .iter()
-                    .all(|s| s.as_deref() == Some(new.serial.as_str()))
-                {
-                    served = Some(Instant::now());
-                }
+        if !current
+            .iter()
+            .any(|b| b.as_deref() == Some(issued.ca.as_str()))
+        {
+            last_untrusting_read = Some(read);
+        } else if first_bundle.is_none() {
+            first_bundle = Some(Instant::now());
+        }
+        if bundles.is_none() && all_bundles_are(&current, &issued.ca) {
+            bundles = Some(Instant::now());
+        }
+        if served.is_none() {
+            let serials = env.served_serials(pods, &issued.ca).await;
+            if serials
+                .iter()
+                .all(|s| s.as_deref() == Some(issued.serial.as_str()))
+            {
+                served = Some(Instant::now());
             }
         }
-        if let (Some(secret), Some(bundles), Some(served), Some(issued)) =
-            (secret, bundles, served, issued.clone())
-        {
+        if let (Some(first_bundle), Some(bundles), Some(served)) = (first_bundle, bundles, served) {
             return Timeline {
                 triggered,
                 secret,
+                first_bundle,
                 bundles,
                 served,
+                last_untrusting_read,
+                held,
                 issued,
                 bundles_seen,
             };
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Asks both replicas, for `HOLD` from the Secret's change, which certificate they present
+/// (trusting the CAs of before and after the renewal); checks the caBundles too.
+async fn hold(
+    env: &Env,
+    pods: &[Pod],
+    before: &Issued,
+    issued: &Issued,
+    secret: Instant,
+    unchanged: &[Option<String>],
+) -> Held {
+    let mut held = Held {
+        looks: 0,
+        switched: None,
+        served: None,
+        bundles_unchanged: true,
+    };
+    let either = format!("{}\n{}", before.ca.trim_end(), issued.ca);
+    while secret.elapsed() < HOLD {
+        let serials = env.served_serials(pods, &either).await;
+        held.looks += 1;
+        if held.switched.is_none()
+            && serials
+                .iter()
+                .any(|s| s.as_deref() != Some(before.serial.as_str()))
+        {
+            held.switched = Some(secret.elapsed());
+        }
+        if held.served.is_none()
+            && serials
+                .iter()
+                .all(|s| s.as_deref() == Some(issued.serial.as_str()))
+        {
+            held.served = Some(Instant::now());
+        }
+        held.bundles_unchanged &= env.ca_bundles().await == unchanged;
+        tokio::time::sleep(POLL).await;
+    }
+    held
 }
 
 /// Starts `WRITERS` writer loops in `namespace`.
@@ -203,7 +301,7 @@ struct Measured {
 
 /// Renews the serving certificate under `WRITERS` writers and measures it; checks that no
 /// operator process was restarted.
-async fn measured_renewal(env: &Env, scenario: &str) -> Measured {
+async fn measured_renewal(env: &Env, scenario: &str, hold_cainjector: bool) -> Measured {
     let pods = env.operator_pods().await;
     assert_eq!(pods.len(), 2, "two replicas: {pods:?}");
     let before = settled(env, &pods).await;
@@ -213,7 +311,7 @@ async fn measured_renewal(env: &Env, scenario: &str) -> Measured {
     let namespace = env.create_namespace(scenario).await;
     let writers = start_writers(env, &namespace).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let timeline = follow_renewal(env, &pods, &before).await;
+    let timeline = follow_renewal(env, &pods, &before, hold_cainjector).await;
     tokio::time::sleep(AFTER).await;
     let tally = stop_writers(writers).await;
 
@@ -248,14 +346,31 @@ fn report(label: &str, m: &Measured) {
         "caBundles unchanged".to_string()
     } else {
         format!(
-            "caBundles rewritten {:.2} s after the Secret",
+            "caBundles rewritten {:.2}-{:.2} s after the Secret (first-last)",
+            Timeline::seconds(t.secret, t.first_bundle),
             Timeline::seconds(t.secret, t.bundles)
         )
     };
+    let held = match &t.held {
+        Some(Held {
+            switched: Some(at),
+            looks,
+            ..
+        }) => format!(
+            "cainjector held {:.0} s: replicas switched {:.2} s after the Secret ({looks} looks); ",
+            HOLD.as_secs_f64(),
+            at.as_secs_f64()
+        ),
+        Some(Held { looks, .. }) => format!(
+            "cainjector held {:.0} s: replicas kept the old certificate ({looks} looks); ",
+            HOLD.as_secs_f64()
+        ),
+        None => String::new(),
+    };
     eprintln!(
         "figures ({label}): {} of {} writes failed ({WRITERS} writers); Secret rewritten {:.2} s after the trigger; \
-         {bundles}; new serial served by both replicas {:.2} s after the Secret; 0 restarts, \
-         same processes",
+         {held}{bundles}; new serial served by both \
+         replicas {:.2} s after the Secret; 0 restarts, same processes",
         m.tally.failures.len(),
         m.tally.attempts,
         Timeline::seconds(t.triggered, t.secret),
@@ -270,12 +385,29 @@ fn report(label: &str, m: &Measured) {
     }
 }
 
+/// Checks that cainjector was held, that holding it kept every caBundle as it was, and that
+/// the replicas were asked often enough to tell; returns what they served.
+fn assert_held(held: &Option<Held>) -> &Held {
+    let held = held.as_ref().expect("cainjector was held");
+    assert!(
+        held.bundles_unchanged,
+        "a caBundle changed while cainjector was stopped: {held:?}"
+    );
+    assert!(held.looks >= 3, "too few looks while held: {held:?}");
+    held
+}
+
 pub async fn renewing_the_leaf_under_a_stable_ca_loses_no_write_and_restarts_nothing(
     env: Arc<Env>,
 ) {
-    let measured = measured_renewal(&env, "deploy-leaf-renewal").await;
+    let measured = measured_renewal(&env, "deploy-leaf-renewal", true).await;
     let t = &measured.timeline;
     report("leaf renewal, stable CA", &measured);
+    let held = assert_held(&t.held);
+    assert!(
+        held.switched.is_some(),
+        "under a stable CA the new leaf is served without waiting for cainjector: {held:?}"
+    );
     assert_ne!(t.issued.serial, measured.before.serial);
     assert_eq!(t.issued.ca, measured.before.ca, "the CA did not change");
     assert_eq!(
@@ -322,18 +454,33 @@ async fn issue_self_signed(env: &Env) {
 
 pub async fn a_self_signed_renewal_is_served_once_the_ca_bundles_trust_it(env: Arc<Env>) {
     issue_self_signed(&env).await;
-    let measured = measured_renewal(&env, "deploy-self-signed").await;
+    let measured = measured_renewal(&env, "deploy-self-signed", true).await;
     let t = &measured.timeline;
     report("self-signed renewal, waiting for the caBundles", &measured);
     assert_ne!(
         t.issued.ca, measured.before.ca,
         "the CA changed with the certificate"
     );
-    assert!(
-        t.served + POLL * 2 >= t.bundles,
-        "the new certificate was served {:.2} s before every caBundle held its CA",
-        Timeline::seconds(t.served, t.bundles)
-    );
+    if let Some(at) = assert_held(&t.held).switched {
+        panic!(
+            "a replica presented the new certificate {:.2} s after the Secret changed, while no \
+             caBundle held its CA",
+            at.as_secs_f64()
+        );
+    }
+    // The operator switches once one caBundle trusts the new certificate (the API server makes
+    // new connections for a configuration whose bundle changed; the others go on with theirs).
+    // One look reads the caBundles, then asks each replica what it serves, so a switch made
+    // while the look was under way shows as served first. It was a switch too early only if a
+    // read of the caBundles begun after the new certificate was served found none with its CA.
+    if let Some(read) = t.last_untrusting_read {
+        assert!(
+            read < t.served,
+            "a read of the caBundles begun {:.2} s after the new certificate was served found \
+             none holding its CA",
+            Timeline::seconds(t.served, read)
+        );
+    }
     // What is left is a race between the API server's informer and the operator's watch of
     // the same caBundle rewrite: a handshake or two refused just after the switch.
     let unexplained = measured
@@ -377,12 +524,20 @@ pub async fn without_waiting_for_the_ca_bundles_a_self_signed_renewal_fails_writ
         (pods.len() == 2).then_some(())
     })
     .await;
-    let measured = measured_renewal(&env, "deploy-self-signed-at-once").await;
+    let measured = measured_renewal(&env, "deploy-self-signed-at-once", false).await;
     let t = &measured.timeline;
     report("self-signed renewal, from the files", &measured);
     assert_ne!(
         t.issued.ca, measured.before.ca,
         "the CA changed with the certificate"
+    );
+    // cainjector is as quick as it gets here, so the caBundles change before the files land:
+    // the API server's new connections meet the old certificate.
+    assert!(
+        !measured.tally.failures.is_empty(),
+        "no write failed while the caBundles trusted only the new CA and the replicas served \
+         the old certificate ({} attempts)",
+        measured.tally.attempts
     );
     // Every failure is the API server refusing a certificate its caBundle does not trust, in
     // the window before the new files were served; nothing else broke.
