@@ -9,14 +9,16 @@
 //! reconcile computes, another's request uses the slot. Watches are not counted: they are
 //! long-lived and carry no load once open.
 //!
-//! While new Memcacheds keep arriving at [`BURST`] a second or more, someone is creating them
-//! in bulk, and that client is the one the API server should serve first. Each write the
-//! controller makes then costs the API server more than the create it follows: the cluster
-//! answers it too (the StatefulSet controller reports on a new StatefulSet, the endpoint
-//! controllers write an Endpoints and an EndpointSlice for a new Service). So an urgent
-//! request waits for the burst to end, [`STOPPED`] after the last arrival, and goes with the
-//! full budget then; one that has waited [`HOLD`] goes anyway, one at a time, each followed
-//! by a pause as long as it took, so that a burst that lasts still sees progress and the
+//! While new Memcacheds keep arriving at [`BURST`] a second or more (seen over the last
+//! [`BURST_SEEN`] arrivals, so a bulk create is known after its first handful of objects),
+//! someone is creating them in bulk, and that client is the one the API server should serve
+//! first. Each write the controller makes then costs the API server more than the create it
+//! follows: the cluster answers it too (the StatefulSet controller reports on a new
+//! StatefulSet, the endpoint controllers write an Endpoints and an EndpointSlice for a new
+//! Service). So an urgent request waits for the burst to end (at most [`WINDOW`] after the
+//! last arrival), one that was waiting for a slot when the burst began as well, and they go
+//! with the full budget then; one that has waited [`HOLD`] goes anyway, one at a time, each
+//! followed by a pause as long as it took, so that a burst that lasts still sees progress and the
 //! controller never keeps the API server busy more than half the time during it. The work it
 //! defers is the new objects' own, which it catches up on once they exist.
 //!
@@ -38,10 +40,17 @@ use tokio::time::Instant;
 /// New Memcacheds per second from which a burst of creates is under way.
 pub const BURST: u32 = 20;
 
-/// How long after the newest arrival a burst is over: five times the gap between arrivals at
-/// [`BURST`] a second. A client creating in bulk sends its next object well within it (one
-/// every few milliseconds); one that has stopped gets the whole budget back this soon.
-pub const STOPPED: Duration = Duration::from_millis(250);
+/// How many of the most recent arrivals show the rate: a burst is under way once this many
+/// came within [`WINDOW`]. Few, so that the first pass over a bulk create's first objects
+/// does not compete with the rest of it (`kubectl create` sends one every 2 ms or so); a
+/// handful of objects applied together is held for [`WINDOW`] at most.
+pub const BURST_SEEN: usize = 5;
+
+/// The span [`BURST_SEEN`] arrivals fit in at [`BURST`] a second. A burst is over when the
+/// last of them no longer do: a client creating in bulk sends its next object well within it
+/// (one every few milliseconds), and one that has stopped gets the whole budget back at most
+/// this long after its last object.
+pub const WINDOW: Duration = Duration::from_millis(1000 * (BURST_SEEN as u64 - 1) / BURST as u64);
 
 /// How long an urgent request waits for a burst of creates to end before it goes anyway,
 /// paced. A bulk create of a thousand objects is over well within it, so its objects are
@@ -84,20 +93,28 @@ impl RequestBudget {
     /// slot when it completes.
     pub async fn spend<F: Future>(&self, request: F) -> F::Output {
         let waiting = Waiting::new(self);
+        let give_up = Instant::now() + HOLD;
         // The semaphores are never closed, so acquiring never fails; if it did, the request
         // would go out unbounded rather than not at all.
-        let turn = match self.held_through_burst().await {
-            true => {
-                let turn = self.yielding.acquire().await.ok();
-                let resume_at = *self.resume_at.lock().unwrap_or_else(|e| e.into_inner());
-                tokio::time::sleep_until(resume_at).await;
-                turn
+        let (turn, slot) = loop {
+            let turn = match self.held_through_burst(give_up).await {
+                true => {
+                    let turn = self.yielding.acquire().await.ok();
+                    let resume_at = *self.resume_at.lock().unwrap_or_else(|e| e.into_inner());
+                    tokio::time::sleep_until(resume_at).await;
+                    turn
+                }
+                false => None,
+            };
+            let slot = match &self.slots {
+                Some(slots) => slots.acquire().await.ok(),
+                None => None,
+            };
+            // A burst that began while it waited for a slot: it waits for its end too.
+            if turn.is_none() && self.arrivals.burst(Instant::now()) {
+                continue;
             }
-            false => None,
-        };
-        let slot = match &self.slots {
-            Some(slots) => slots.acquire().await.ok(),
-            None => None,
+            break (turn, slot);
         };
         drop(waiting);
         let sent = Instant::now();
@@ -111,10 +128,9 @@ impl RequestBudget {
         output
     }
 
-    /// Waits while a burst of creates is under way, for at most [`HOLD`]; returns whether it
-    /// still is (the request then goes paced).
-    async fn held_through_burst(&self) -> bool {
-        let give_up = Instant::now() + HOLD;
+    /// Waits while a burst of creates is under way, until `give_up`; returns whether it still
+    /// is (the request then goes paced).
+    async fn held_through_burst(&self, give_up: Instant) -> bool {
         loop {
             let now = Instant::now();
             let Some(over) = self.arrivals.over_at(now) else {
@@ -183,21 +199,21 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// The most recent arrivals, newest last: at most [`BURST`] of them.
+/// The most recent arrivals, newest last: at most [`BURST_SEEN`] of them.
 #[derive(Debug, Default)]
 struct Arrivals(Mutex<VecDeque<Instant>>);
 
 impl Arrivals {
     fn arrived(&self, now: Instant) {
         let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.len() == BURST as usize {
+        if recent.len() == BURST_SEEN {
             recent.pop_front();
         }
         recent.push_back(now);
     }
 
-    /// Whether a burst is under way: the last [`BURST`] arrivals came within a second, and the
-    /// newest is less than [`STOPPED`] old (the client has not stopped creating).
+    /// Whether a burst is under way: the last [`BURST_SEEN`] arrivals came within [`WINDOW`]
+    /// of now.
     fn burst(&self, now: Instant) -> bool {
         self.over_at(now).is_some()
     }
@@ -206,8 +222,8 @@ impl Arrivals {
     fn over_at(&self, now: Instant) -> Option<Instant> {
         let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match (recent.front(), recent.back()) {
-            (Some(oldest), Some(newest)) if recent.len() == BURST as usize => {
-                let over = (*oldest + Duration::from_secs(1)).min(*newest + STOPPED);
+            (Some(oldest), Some(newest)) if recent.len() == BURST_SEEN => {
+                let over = *oldest + WINDOW;
                 (over > now).then_some(over)
             }
             _ => None,
@@ -248,7 +264,7 @@ mod tests {
     /// A budget of `limit` that has just seen a burst of creates begin.
     fn bursting(limit: u16) -> Arc<RequestBudget> {
         let budget = Arc::new(RequestBudget::new(limit));
-        for _ in 0..BURST {
+        for _ in 0..BURST_SEEN {
             budget.arrived();
         }
         budget
@@ -291,9 +307,10 @@ mod tests {
             4,
             "all at once after it, up to the limit"
         );
-        // Eight requests of 10 ms, two rounds of four, sent once arrivals stopped for STOPPED.
+        // Eight requests of 10 ms, two rounds of four, sent once the last five arrivals (20 ms
+        // apart) no longer fit in WINDOW.
         let elapsed = start.elapsed();
-        let over = Duration::from_secs(1) + STOPPED;
+        let over = Duration::from_secs(1) + WINDOW - Duration::from_millis(80);
         assert!(
             elapsed >= over + Duration::from_millis(20)
                 && elapsed <= over + Duration::from_millis(60),
@@ -370,7 +387,7 @@ mod tests {
         budget.spend_when_idle(async {}).await;
         let waited = start.elapsed();
         assert!(
-            waited >= STOPPED && waited <= STOPPED + BURST_POLL,
+            waited >= WINDOW && waited <= WINDOW + BURST_POLL,
             "sent {waited:?} after the last arrival"
         );
         let start = Instant::now();
@@ -379,25 +396,32 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_is_twenty_arrivals_within_a_second_and_ends_when_they_stop() {
+    fn a_burst_is_five_arrivals_at_twenty_a_second_and_ends_when_they_stop() {
+        assert_eq!(WINDOW, Duration::from_millis(200));
         let arrivals = Arrivals::default();
         let start = Instant::now();
         let at = |ms: u64| start + Duration::from_millis(ms);
-        for i in 0..BURST - 1 {
-            arrivals.arrived(at(u64::from(i) * 10));
+        for i in 0..4 {
+            arrivals.arrived(at(i * 10));
         }
-        assert!(!arrivals.burst(at(190)), "19 is no burst");
-        arrivals.arrived(at(200));
-        assert!(arrivals.burst(at(300)), "20 within 200 ms is");
+        assert!(!arrivals.burst(at(30)), "4 is no burst");
+        arrivals.arrived(at(40));
+        assert!(arrivals.burst(at(100)), "5 within 40 ms is");
         assert!(
-            arrivals.burst(at(449)),
-            "while the newest is under 250 ms old"
+            arrivals.burst(at(199)),
+            "until the oldest of the five is 200 ms old"
         );
-        assert!(!arrivals.burst(at(450)), "over once they stop");
+        assert!(!arrivals.burst(at(200)), "over once they stop");
         // Arrivals that go on at the rate start it again at once and keep it going.
         for i in 0..100u64 {
             arrivals.arrived(at(500 + i * 30));
-            assert!(arrivals.burst(at(500 + i * 30 + 1)), "33 a second at {i}");
+            let now = at(500 + i * 30 + 1);
+            assert_eq!(
+                arrivals.burst(now),
+                i >= 4,
+                "33 a second, {} arrivals",
+                i + 1
+            );
         }
         // A steady trickle below the rate never is one, however long it lasts.
         let trickle = Arrivals::default();
@@ -405,5 +429,31 @@ mod tests {
             trickle.arrived(at(i * 60));
             assert!(!trickle.burst(at(i * 60)), "about 17 a second at {i}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_for_a_slot_when_a_burst_begins_waits_for_its_end() {
+        let budget = Arc::new(RequestBudget::new(1));
+        let first = budget.clone();
+        let holding = tokio::spawn(async move {
+            first
+                .spend(tokio::time::sleep(Duration::from_millis(50)))
+                .await;
+        });
+        tokio::task::yield_now().await;
+        let start = Instant::now();
+        let second = budget.clone();
+        let waiting = tokio::spawn(async move { second.spend(async { Instant::now() }).await });
+        tokio::task::yield_now().await;
+        for _ in 0..BURST_SEEN {
+            budget.arrived();
+        }
+        holding.await.expect("the first request ran");
+        let sent = waiting.await.expect("the second request ran");
+        assert_eq!(
+            sent - start,
+            WINDOW,
+            "sent when the burst that began while it waited was over, not when the slot freed"
+        );
     }
 }
