@@ -221,13 +221,9 @@ impl Arrivals {
     /// When the burst under way at `now` is over unless more arrive; `None` if none is.
     fn over_at(&self, now: Instant) -> Option<Instant> {
         let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match (recent.front(), recent.back()) {
-            (Some(oldest), Some(newest)) if recent.len() == BURST_SEEN => {
-                let over = *oldest + WINDOW;
-                (over > now).then_some(over)
-            }
-            _ => None,
-        }
+        let oldest = recent.front().filter(|_| recent.len() == BURST_SEEN)?;
+        let over = *oldest + WINDOW;
+        (over > now).then_some(over)
     }
 }
 
