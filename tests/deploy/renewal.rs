@@ -177,14 +177,10 @@ async fn follow_renewal(
         if bundles.is_none() && all_bundles_are(&current, &issued.ca) {
             bundles = Some(Instant::now());
         }
-        if served.is_none() {
-            let serials = env.served_serials(pods, &issued.ca).await;
-            if serials
-                .iter()
-                .all(|s| s.as_deref() == Some(issued.serial.as_str()))
-            {
-                served = Some(Instant::now());
-            }
+        if served.is_none()
+            && every_one_serves(&env.served_serials(pods, &issued.ca).await, &issued.serial)
+        {
+            served = Some(Instant::now());
         }
         if let (Some(first_bundle), Some(bundles), Some(served)) = (first_bundle, bundles, served) {
             return Timeline {
@@ -230,17 +226,18 @@ async fn hold(
         {
             held.switched = Some(secret.elapsed());
         }
-        if held.served.is_none()
-            && serials
-                .iter()
-                .all(|s| s.as_deref() == Some(issued.serial.as_str()))
-        {
+        if held.served.is_none() && every_one_serves(&serials, &issued.serial) {
             held.served = Some(Instant::now());
         }
         held.bundles_unchanged &= env.ca_bundles().await == unchanged;
         tokio::time::sleep(POLL).await;
     }
     held
+}
+
+/// Whether every replica presented the certificate with `serial`.
+fn every_one_serves(serials: &[Option<String>], serial: &str) -> bool {
+    serials.iter().all(|s| s.as_deref() == Some(serial))
 }
 
 /// Starts `WRITERS` writer loops in `namespace`.
@@ -282,10 +279,7 @@ async fn settled(env: &Env, pods: &[Pod]) -> Issued {
             if !env.every_bundle_is(&issued.ca).await {
                 return None;
             }
-            let serials = env.served_serials(pods, &issued.ca).await;
-            serials
-                .iter()
-                .all(|s| s.as_deref() == Some(issued.serial.as_str()))
+            every_one_serves(&env.served_serials(pods, &issued.ca).await, &issued.serial)
                 .then_some(issued)
         },
     )
