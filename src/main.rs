@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "exiting");
+            tracing::error!(error = telemetry::describe(error.as_ref()), "exiting");
             ExitCode::from(EXIT_FAILURE)
         }
     }

@@ -1,4 +1,4 @@
-//! Sets up logging, and nothing else.
+//! Sets up logging, and says an error the way the logs do.
 //!
 //! Logs go to stdout through `tracing`: JSON when stdout is not a terminal (in a cluster),
 //! human-readable text on a terminal. The filter comes from `--log-level`, else `RUST_LOG`,
@@ -85,4 +85,50 @@ pub fn init_logging(args: &LogArgs) -> Result<(), TelemetryError> {
         builder.try_init()
     };
     installed.map_err(|_| TelemetryError::AlreadyInitialised)
+}
+
+/// An error and its causes, outermost first, joined by ": ". A cause whose text its outer
+/// error already shows (many libraries put their source in their own message) is not repeated.
+pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut cause = Some(error);
+    while let Some(current) = cause {
+        let message = current.to_string();
+        if !text.contains(&message) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&message);
+        }
+        cause = current.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Repeats(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Chains(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner")]
+    struct Inner;
+
+    #[test]
+    fn a_cause_already_in_its_outer_message_is_said_once() {
+        assert_eq!(describe(&Repeats(Inner)), "outer: inner");
+    }
+
+    #[test]
+    fn a_cause_the_outer_message_leaves_out_is_appended() {
+        assert_eq!(describe(&Chains(Inner)), "outer: inner");
+        assert_eq!(describe(&Inner), "inner");
+    }
 }
