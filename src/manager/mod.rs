@@ -101,10 +101,11 @@ pub struct RunArgs {
     pub max_concurrent_reconciles: u16,
 
     /// API requests the controller has in flight at once, Events included, watches not (0: no
-    /// bound). While Memcacheds are being created in bulk (20 or more a second) it sends one
-    /// at a time whatever this says, each followed by a pause as long as it took, so that the
-    /// creating client is served first; then it catches up with up to this many. Events go
-    /// when no other request waits (docs/performance.md).
+    /// bound). While Memcacheds are being created in bulk (five new ones within 200 ms) its
+    /// writes wait for the creates to end, so that the creating client is served first; after
+    /// 5 s of waiting they go one at a time whatever this says, each followed by a pause as
+    /// long as it took; then it catches up with up to this many. Events go when no other
+    /// request waits (docs/performance.md).
     #[arg(long, default_value_t = 8)]
     pub max_requests_in_flight: u16,
 }
