@@ -228,7 +228,8 @@ bench-load:
 
 ## bench-controller: `run` with BENCH_OBJECTS (default 1,000; 3000 and 10000 are measured in
 ## docs/performance.md) Memcached objects in its caches: reconcile time, memory, API requests
-## per object by verb (from the API server's apiserver_request_total), create-burst slowdown.
+## per object by verb (from the API server's audit log of the operator's ServiceAccount, first
+## pass and steady state), create-burst slowdown.
 BENCH_OBJECTS ?= 1000
 bench-controller: test-tools
 	$(CARGO) build --locked --release -p memcached-operator

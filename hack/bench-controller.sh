@@ -2,12 +2,13 @@
 # Measures the operator (`run`, webhooks off) with N Memcached objects (default 1000) in its
 # caches, on a local control plane of its own: the time from creating them to every one being
 # reconciled (StatefulSet and Service written, status reported), and the resident memory idle
-# before, while reconciling (peak), settled (once the operator has sent no request for 5 s) and
-# STEADY_SECONDS after that. Objects have 0 replicas, so no pods are made (the local control
-# plane's kube-controller-manager still answers each StatefulSet and Service). Before the
-# objects, it scrapes the (HTTPS) metrics SCRAPES times (default 50) with a token bound to
-# the metrics-reader role: the API calls (TokenReviews, SubjectAccessReviews, counted by the
-# API server) of the first scrape and of the cached ones, and their latency.
+# before, while reconciling (peak), settled (below: every StatefulSet reported on, then no
+# request of the operator's for 5 s) and STEADY_SECONDS after that. Objects have 0 replicas, so
+# no pods are made (the local control plane's kube-controller-manager still answers each
+# StatefulSet and Service). Before the objects, it scrapes the (HTTPS) metrics SCRAPES times
+# (default 50) with a token bound to the metrics-reader role: the API calls (TokenReviews,
+# SubjectAccessReviews, counted by the API server) of the first scrape and of the cached ones,
+# and their latency.
 #
 # It also counts the operator's API requests per object, by verb, from the API server's audit
 # log: the operator runs as a ServiceAccount of its own (bound to the operator's ClusterRole from
@@ -16,8 +17,11 @@
 # user-agent label: kube-controller-manager's requests, such as the garbage collector's GETs of
 # owners it has not seen yet, would count too). Watches are counted when they open. Windows:
 # `baseline` (STEADY_SECONDS, default 30, before the objects, the operator idle), `first_pass`
-# (from the first create until the operator has sent nothing for 5 s, at most 290 s: the first
-# periodic resync comes 300 s after a reconcile) and `steady` (STEADY_SECONDS after that).
+# (from the first create until the cluster has settled: the StatefulSet controller has reported
+# on every StatefulSet and the operator has sent nothing for 5 s; at 20 requests/s, the default
+# client limit of kube-controller-manager, that report trails the workloads by minutes at
+# thousands of objects, and each one is a real change of the Memcached's status) and `steady`
+# (STEADY_SECONDS after that). `statefulsets_reported_seconds` is when the last report came.
 # The create burst: `kubectl create` of the N objects next to the operator, against the same
 # create into another namespace before the operator starts, on a warm API server (the second of
 # two such creates; the first, cold one is reported beside it) (`create_burst_slowdown`).
@@ -265,7 +269,8 @@ PY
 kubectl get memcacheds -n default --watch \
   -o jsonpath='{.metadata.name} {.status.observedGeneration}{"\n"}' >"$CONTROL_PLANE_DIR/reported.watch" &
 watches=$!
-kubectl get statefulsets -n default --watch -o name >"$CONTROL_PLANE_DIR/statefulsets.watch" &
+kubectl get statefulsets -n default --watch \
+  -o jsonpath='{.metadata.name} {.metadata.generation} {.status.observedGeneration}{"\n"}' >"$CONTROL_PLANE_DIR/statefulsets.watch" &
 watches="$watches $!"
 
 # The baseline: nothing but the idle operator and the API server's own housekeeping.
@@ -285,7 +290,7 @@ workloads_at=""
 reconciled() {
   local reported statefulsets
   reported=$(awk 'NF == 2 {print $1}' "$CONTROL_PLANE_DIR/reported.watch" | sort -u | wc -l)
-  statefulsets=$(sort -u "$CONTROL_PLANE_DIR/statefulsets.watch" | wc -l)
+  statefulsets=$(awk '{print $1}' "$CONTROL_PLANE_DIR/statefulsets.watch" | sort -u | wc -l)
   [[ -z "$workloads_at" ]] && (( statefulsets >= N )) && workloads_at=$(date +%s.%N)
   (( reported >= N && statefulsets >= N ))
 }
@@ -294,15 +299,30 @@ until reconciled; do
   sleep 0.1
 done
 done_at=$(date +%s.%N)
-kill $watches 2>/dev/null || true
-# Quiet: no request of the operator's for 5 s (reconciles triggered by the StatefulSet
-# controller's status updates go on after every object has been reconciled once), or 290 s
-# after the first create, before the first periodic resync (every 300 s) mixes in.
+# Settled: the StatefulSet controller has reported on every StatefulSet's generation (the last
+# line the watch printed for each has observedGeneration = generation), then the operator has
+# sent no request for 5 s. Steady state is only steady once nothing upstream still changes.
+# SETTLE_LIMIT (default 3600 s) bounds the wait; past it the bench fails rather than report a
+# steady window that is not one.
+all_reported() {
+  awk -v n="$N" '{ last[$1] = (NF == 3 && $2 == $3) }
+    END { for (k in last) if (last[k]) ok++; exit !(ok >= n) }' "$CONTROL_PLANE_DIR/statefulsets.watch"
+}
+reported_at=""
 while true; do
-  sleep 5
-  requests quiet "$(python3 -c 'import time; print(time.time() - 5)')" && break
-  python3 -c "import sys, time; sys.exit(time.time() - $start < 290)" && break
+  if [[ -z "$reported_at" ]]; then
+    sleep 1
+    all_reported && reported_at=$(date +%s.%N)
+  else
+    sleep 5
+    requests quiet "$(python3 -c 'import time; print(time.time() - 5)')" && break
+  fi
+  if python3 -c "import sys, time; sys.exit(time.time() - $start < ${SETTLE_LIMIT:-3600})"; then
+    echo "bench-controller: not settled ${SETTLE_LIMIT:-3600} s after the create (every StatefulSet reported: ${reported_at:+yes}${reported_at:-no})" >&2
+    exit 1
+  fi
 done
+kill $watches 2>/dev/null || true
 quiet_at=$(date +%s.%N)
 first_pass_reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 settled_rss=$(rss)
@@ -320,11 +340,11 @@ mkdir -p "$(dirname "$OUT")"
 python3 - "$N" "$start" "$created" "$done_at" "$idle_rss" "$peak" "$peak_hwm" "$settled_rss" \
   "$reconciliations" "$cpu_ticks" "$ticks_per_second" "$scrape_summary" "$steady_rss" \
   "$requests_summary" "$quiet_at" "$first_pass_reconciliations" "$cold_create_seconds" \
-  "$baseline_seconds" "$idle_parts" "$settled_parts" "$workloads_at" >"$OUT" <<'PY'
+  "$baseline_seconds" "$idle_parts" "$settled_parts" "$workloads_at" "$reported_at" >"$OUT" <<'PY'
 import json, sys
 (n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes, steady, requests,
  quiet, first_recs, cold_alone, alone, idle_parts, settled_parts,
- workloads) = sys.argv[1:]
+ workloads, reported) = sys.argv[1:]
 create = float(created) - float(start)
 alone = float(alone)
 print(json.dumps({
@@ -335,6 +355,7 @@ print(json.dumps({
     "create_burst_slowdown": round(create / alone, 2),
     "all_workloads_seconds": round(float(workloads) - float(start), 2),
     "all_reconciled_seconds": round(float(done) - float(start), 2),
+    "statefulsets_reported_seconds": round(float(reported) - float(start), 2),
     "first_pass_seconds": round(float(quiet) - float(start), 2),
     "first_pass_reconciliations": int(float(first_recs or 0)),
     "rss_idle_mib": round(int(idle) / 1024, 1),
