@@ -91,16 +91,14 @@ pub fn init_logging(args: &LogArgs) -> Result<(), TelemetryError> {
 /// error already shows (many libraries put their source in their own message) is not repeated.
 pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = String::new();
-    let mut cause = Some(error);
-    while let Some(current) = cause {
-        let message = current.to_string();
+    for cause in std::iter::successors(Some(error), |e| e.source()) {
+        let message = cause.to_string();
         if !text.contains(&message) {
             if !text.is_empty() {
                 text.push_str(": ");
             }
             text.push_str(&message);
         }
-        cause = current.source();
     }
     text
 }
