@@ -335,11 +335,10 @@ all_reported() {
 }
 reported_at=""
 while true; do
+  sleep 5
   if [[ -z "$reported_at" ]]; then
-    sleep 5
     all_reported && reported_at=$(date +%s.%N)
   else
-    sleep 5
     requests quiet "$(python3 -c 'import time; print(time.time() - 5)')" && break
   fi
   if (( EPOCHSECONDS > settle_deadline )); then
