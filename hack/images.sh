@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Builds the images the local cluster's node runs, with buildah, from the shipped Dockerfiles
+# and from hack/images/NAME/Dockerfile, and pushes them to the local registry
+# (hack/registry.sh), which containerd mirrors quay.io, docker.io, registry.k8s.io and
+# registry.access.redhat.com to. docs/packaging.md, "Images", lists them.
+#
+# Usage: hack/images.sh build [NAME...]   build and push NAMEs (default: all), skipping an
+#                                        image whose inputs did not change since it was pushed
+#        hack/images.sh list             print "NAME REFERENCE" for every image
+#        hack/images.sh reference NAME   print NAME's reference (what a pod spec names)
+#        hack/images.sh operator-binary  build only the operator's release binary
+#
+# What is built here and what it stands in for:
+#   operator   Dockerfile, unchanged, with BASE_IMAGE = ubi-micro (below) and the release
+#              binary for x86_64-unknown-linux-musl (jemalloc), built first
+#   bundle     bundle.Dockerfile, unchanged
+#   catalog    catalog.Dockerfile, unchanged: its FROM quay.io/operator-framework/opm resolves
+#              through the mirror to the opm image below
+#   opm        opm (.tools/bin/opm, built from the pin) and grpc_health_probe, named as the
+#              release's opm image, since catalog.Dockerfile and OLM name it so
+#   ubi-micro  STAND-IN for Red Hat's UBI 9 micro (not pullable here): an empty root with
+#              /etc/passwd, /etc/group and /tmp, under stand-in/
+#   memcached  STAND-IN for the CSV's default operand (memcached:1.6.39-alpine): Debian's
+#              memcached package as installed on this machine, with the libraries it links,
+#              under stand-in/; never pushed under the default's name
+#   pause      STAND-IN for the pod sandbox image: Debian's static catatonit in pause mode
+#   coredns    CoreDNS built from the pin (hack/coredns), the cluster DNS
+#   busybox    STAND-IN for a small image with a shell: Debian's busybox-static, for the node's
+#              tests (clients of memcached, the runtime's controls)
+#
+# Environment:
+#   VERSION   the operator's version (default: Cargo.toml's)
+set -euo pipefail
+
+ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
+# shellcheck source=hack/lib/node-network.sh
+source "$ROOT/hack/lib/node-network.sh"
+TOOLS="$ROOT/.tools"
+BIN="$TOOLS/bin"
+WORK="$TOOLS/images"
+STAMPS="$WORK/stamps"
+VERSION="${VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n 1)}"
+MUSL_TARGET=x86_64-unknown-linux-musl
+OPERATOR_BINARY="$ROOT/target/$MUSL_TARGET/release/memcached-operator"
+ALL_IMAGES=(ubi-micro operator bundle opm catalog memcached pause coredns busybox)
+
+log() { printf 'images: %s\n' "$*" >&2; }
+die() { printf 'images: error: %s\n' "$*" >&2; exit 1; }
+
+# versions of what the images hold.
+opm_version() { "$ROOT/hack/tools.sh" --print-versions | awk '$1 == "opm" { print $2 }'; }
+coredns_version() { "$ROOT/hack/tools.sh" --print-versions | awk '$1 == "coredns" { print $2 }'; }
+debian_version() { dpkg-query -W -f '${Version}' "$1" | sed -e 's/^[0-9]*://' -e 's/[-+~].*//'; }
+
+# reference NAME: the image's name as pods, Dockerfiles and the bundle spell it. A name under
+# one of MIRRORED_REGISTRIES is pulled from REGISTRY with that host taken off.
+reference() {
+  case "$1" in
+    operator) echo "quay.io/f2367556/memcached-operator:v$VERSION" ;;
+    bundle) echo "quay.io/f2367556/memcached-operator-bundle:v$VERSION" ;;
+    catalog) echo "quay.io/f2367556/memcached-operator-catalog:v$VERSION" ;;
+    opm) echo "quay.io/operator-framework/opm:$(opm_version)" ;;
+    ubi-micro) echo "$REGISTRY/stand-in/ubi-micro:9.6" ;;
+    memcached) echo "$REGISTRY/stand-in/memcached-debian:$(debian_version memcached)" ;;
+    pause) echo "$REGISTRY/stand-in/pause-catatonit:$(debian_version catatonit)" ;;
+    coredns) echo "$REGISTRY/node/coredns:$(coredns_version)" ;;
+    busybox) echo "$REGISTRY/stand-in/busybox-static:$(debian_version busybox-static)" ;;
+    *) die "unknown image '$1' (known: ${ALL_IMAGES[*]})" ;;
+  esac
+}
+
+# in_registry REFERENCE: where REFERENCE is stored in REGISTRY.
+in_registry() {
+  local ref="$1" host
+  host="${ref%%/*}"
+  if [[ " ${MIRRORED_REGISTRIES[*]} " == *" $host "* ]]; then
+    echo "$REGISTRY/${ref#*/}"
+  else
+    echo "$ref"
+  fi
+}
+
+# present REFERENCE: whether the registry holds REFERENCE's manifest.
+present() {
+  local at="${1#"$REGISTRY"/}" name tag
+  name="${at%:*}"
+  tag="${at##*:}"
+  curl -fsS -o /dev/null --max-time 5 -I \
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$REGISTRY/v2/$name/manifests/$tag"
+}
+
+buildah_() {
+  buildah --root "$WORK/storage" --runroot "$WORK/run" --storage-driver vfs "$@"
+}
+
+# registries.conf for buildah: every mirrored host resolves to the local registry, with no
+# fallback, as containerd's hosts.toml does on the node.
+write_registries_conf() {
+  local host
+  {
+    echo 'unqualified-search-registries = []'
+    for host in "${MIRRORED_REGISTRIES[@]}"; do
+      printf '[[registry]]\nprefix = "%s"\nlocation = "%s"\ninsecure = true\n' "$host" "$REGISTRY"
+    done
+    printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REGISTRY"
+  } >"$WORK/registries.conf"
+}
+
+# digest_of FILE...: one digest of the files' contents and names.
+digest_of() { (cd "$ROOT" && find "$@" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32); }
+
+# build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud, then push,
+# unless the registry holds the image and its stamp says the same inputs built it.
+build_image() {
+  local name="$1" dockerfile="$2" context="$3" inputs="$4" ref at stamp args=() start=$SECONDS
+  shift 4
+  ref="$(reference "$name")"
+  at="$(in_registry "$ref")"
+  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" | sha256sum | cut -c1-32)"
+  if [[ -f "$STAMPS/$name" && "$(<"$STAMPS/$name")" == "$stamp" ]] && present "$at"; then
+    log "$name: up to date ($ref)"
+    return 0
+  fi
+  local arg
+  for arg in "$@"; do args+=(--build-arg "$arg"); done
+  log "$name: building $ref from ${dockerfile#"$ROOT"/}"
+  rm -f "$STAMPS/$name"
+  CONTAINERS_REGISTRIES_CONF="$WORK/registries.conf" buildah_ bud --quiet --isolation chroot \
+    --pull-always --layers=false --format oci -f "$dockerfile" "${args[@]}" -t "$ref" "$context" >/dev/null
+  buildah_ push --quiet --tls-verify=false "$ref" "docker://$at"
+  buildah_ rmi --force "$ref" >/dev/null 2>&1 || true
+  echo "$stamp" >"$STAMPS/$name"
+  log "$name: pushed $at in $((SECONDS - start))s"
+}
+
+# operator_binary: the release binary the operator image ships, static (musl), with jemalloc
+# built from its C sources by musl-gcc.
+operator_binary() {
+  "$ROOT/hack/tools.sh" images
+  if ! rustup target list --installed 2>/dev/null | grep -qx "$MUSL_TARGET"; then
+    log "adding the Rust target $MUSL_TARGET"
+    rustup target add "$MUSL_TARGET"
+  fi
+  log "building the operator's release binary for $MUSL_TARGET"
+  (cd "$ROOT" && CC_x86_64_unknown_linux_musl=musl-gcc cargo build --locked --release \
+    --target "$MUSL_TARGET" -p memcached-operator)
+}
+
+# context NAME: a fresh build context for an image of hack/images/NAME, under .tools/images.
+context() {
+  local dir="$WORK/context/$1"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "$dir"
+}
+
+# root_files DIR: what every root filesystem of these images needs: /tmp, and the users.
+root_files() {
+  mkdir -p "$1/etc" "$1/tmp"
+  chmod 1777 "$1/tmp"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$1/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$1/etc/group"
+}
+
+build_one() {
+  local name="$1" dir file lib
+  case "$name" in
+    ubi-micro)
+      dir="$(context ubi-micro)"
+      root_files "$dir/rootfs"
+      build_image ubi-micro "$ROOT/hack/images/ubi-micro/Dockerfile" "$dir" "$(digest_of hack/images/ubi-micro)"
+      ;;
+    operator)
+      [[ -x "$OPERATOR_BINARY" ]] || die "no $OPERATOR_BINARY: run hack/images.sh operator-binary"
+      build_one ubi-micro
+      build_image operator "$ROOT/Dockerfile" "$ROOT" \
+        "$(sha256sum "$OPERATOR_BINARY" "$ROOT/LICENSE" | cut -c1-64 | sha256sum | cut -c1-32)" \
+        "BASE_IMAGE=$(reference ubi-micro)" "VERSION=$VERSION"
+      ;;
+    bundle)
+      build_image bundle "$ROOT/bundle.Dockerfile" "$ROOT" "$(digest_of bundle)"
+      ;;
+    opm)
+      "$ROOT/hack/tools.sh" opm grpc-health-probe
+      dir="$(context opm)"
+      root_files "$dir/rootfs"
+      cp "$BIN/opm" "$BIN/grpc_health_probe" "$dir/"
+      build_image opm "$ROOT/hack/images/opm/Dockerfile" "$dir" \
+        "$(cd "$dir" && sha256sum opm grpc_health_probe | sha256sum | cut -c1-32)"
+      ;;
+    catalog)
+      build_one opm
+      build_image catalog "$ROOT/catalog.Dockerfile" "$ROOT" "$(digest_of catalog) $(<"$STAMPS/opm")"
+      ;;
+    memcached)
+      "$ROOT/hack/tools.sh" memcached
+      dir="$(context memcached)"
+      root_files "$dir/rootfs"
+      # The package's files, the libraries its binary links (and their packages' licences),
+      # and a memcache user with the uid of the official memcached images (11211).
+      while read -r file; do
+        [[ -f "$file" ]] && install -D -m "$(stat -c %a "$file")" "$file" "$dir/rootfs$file"
+      done < <(dpkg -L memcached)
+      for lib in $(ldd /usr/bin/memcached | awk '$2 == "=>" { print $3 } $1 ~ /^\// { print $1 }'); do
+        install -D "$(readlink -f "$lib")" "$dir/rootfs$lib"
+        file="$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | cut -d: -f1 | head -n 1)" || true
+        [[ -z "$file" || ! -f "/usr/share/doc/$file/copyright" ]] ||
+          install -D -m 0644 "/usr/share/doc/$file/copyright" "$dir/rootfs/usr/share/doc/$file/copyright"
+      done
+      echo "memcache:x:11211:11211:Memcached:/nonexistent:/sbin/nologin" >>"$dir/rootfs/etc/passwd"
+      echo "memcache:x:11211:" >>"$dir/rootfs/etc/group"
+      build_image memcached "$ROOT/hack/images/memcached/Dockerfile" "$dir" \
+        "$(cd "$dir" && find rootfs -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32)"
+      ;;
+    pause)
+      dir="$(context pause)"
+      cp /usr/bin/catatonit "$dir/catatonit"
+      build_image pause "$ROOT/hack/images/pause/Dockerfile" "$dir" "$(sha256sum <"$dir/catatonit")"
+      ;;
+    coredns)
+      "$ROOT/hack/tools.sh" coredns
+      dir="$(context coredns)"
+      cp "$BIN/coredns" "$dir/coredns"
+      build_image coredns "$ROOT/hack/images/coredns/Dockerfile" "$dir" "$(sha256sum <"$dir/coredns")"
+      ;;
+    busybox)
+      dir="$(context busybox)"
+      root_files "$dir/rootfs"
+      mkdir -p "$dir/rootfs/bin"
+      cp /bin/busybox "$dir/rootfs/bin/busybox"
+      for file in sh cat echo head tr dd nc nslookup sleep printf grep sed wc id touch; do
+        ln -s busybox "$dir/rootfs/bin/$file"
+      done
+      build_image busybox "$ROOT/hack/images/busybox/Dockerfile" "$dir" "$(sha256sum </bin/busybox)"
+      ;;
+    *) die "unknown image '$name' (known: ${ALL_IMAGES[*]})" ;;
+  esac
+}
+
+build() {
+  local names=("$@") name
+  ((${#names[@]})) || names=("${ALL_IMAGES[@]}")
+  for name in "${names[@]}"; do reference "$name" >/dev/null; done
+  "$ROOT/hack/tools.sh" images
+  "$ROOT/hack/registry.sh" start
+  mkdir -p "$STAMPS" "$WORK/storage" "$WORK/run"
+  write_registries_conf
+  if [[ " ${names[*]} " == *" operator "* ]]; then operator_binary; fi
+  for name in "${names[@]}"; do build_one "$name"; done
+}
+
+case "${1:-}" in
+  build) shift && build "$@" ;;
+  list) for name in "${ALL_IMAGES[@]}"; do echo "$name $(reference "$name")"; done ;;
+  reference) [[ $# -eq 2 ]] || die "usage: $0 reference NAME" && reference "$2" ;;
+  operator-binary) operator_binary ;;
+  -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
+  *) die "usage: $0 build [NAME...]|list|reference NAME|operator-binary (try --help)" ;;
+esac
+exit
