@@ -1,34 +1,45 @@
 #!/usr/bin/env bash
-# Runs the control plane of a one-node Kubernetes cluster on loopback (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler), for the operator's tests, `make run` and OLM
-# (hack/olm.sh). There is no kubelet here: pods are created, and scheduled once something
-# registers a Node; the test kit's node agent plays that node (docs/local-cluster.md).
+# Runs a one-node Kubernetes cluster on this machine (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, and with NODE=kubelet a real node), for the
+# operator's tests, `make run` and OLM (hack/olm.sh). docs/local-cluster.md describes both
+# kinds of node.
 #
-# Everything listens on 127.0.0.0/8 only, Services included: the service range is the
-# loopback 127.0.96.0/24 (the `kubernetes` Service is 127.0.96.1), so whatever listens on
-# ClusterIP:PORT on this machine serves a Service without any proxy.
+# NODE=kubelet: the node is real (hack/node.sh: kubelet, kube-proxy, containerd, CNI, CoreDNS)
+# and the cluster lives on the node's bridge: the API server listens on its address
+# (10.244.0.1), Services are 10.96.0.0/24, pods 10.244.0.0/24, and no pod packet leaves the
+# machine (hack/lib/node-network.sh, docs/local-cluster.md "Network safety").
+#
+# NODE=none (default): no kubelet. Pods are created, and scheduled once something registers
+# a Node; the test kit's node agent plays that node. Everything listens on 127.0.0.0/8 only,
+# Services included: the service range is the loopback 127.0.96.0/24 (the `kubernetes`
+# Service is 127.0.96.1), so whatever listens on ClusterIP:PORT on this machine serves a
+# Service without any proxy.
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
-#        hack/control-plane.sh stop     stop every process it started (and the node
-#                                       agent, opm and OLM, if hack/olm-install.sh or
+#        hack/control-plane.sh stop     stop every process it started (the node, and the
+#                                       node agent, opm and OLM, if hack/olm-install.sh or
 #                                       hack/olm.sh run them here), remove its files
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
 # Files (under the state directory, .local/ at the repository root):
 #   kubeconfig                     admin kubeconfig (client certificate, group system:masters)
-#   apiserver-url                  https://127.0.0.1:PORT
+#   apiserver-url                  https://ADDRESS:PORT
+#   node                           the kind of node it was started with (kubelet or none)
 #   pki/ca.crt                     the CA that signs every certificate here
 #   pki/                           also apiserver, admin, controller-manager and scheduler
-#                                  certificates and the service-account key pair (fresh on
-#                                  every start)
-#   kube-controller-manager.kubeconfig, kube-scheduler.kubeconfig
+#                                  certificates (with NODE=kubelet the kubelet's, kube-proxy's
+#                                  and the API server's kubelet client) and the
+#                                  service-account key pair (fresh on every start)
+#   kube-controller-manager.kubeconfig, kube-scheduler.kubeconfig (kubelet.kubeconfig,
+#   kube-proxy.kubeconfig)
 #   logs/COMPONENT.log             kept after stop, for post-mortems
 #   run/COMPONENT.pid, run/etcd-data-dir
 # etcd keeps its data in a `mktemp -d` directory that stop removes.
 #
 # Environment:
+#   NODE                   kubelet or none (default none); stop and status read what start used
 #   CONTROL_PLANE_DIR      state directory (default: .local at the repository root)
 #   CONTROL_PLANE_TIMEOUT  seconds start waits for readiness (default 60)
 #   AUDIT_POLICY           an audit policy file: the API server then writes its audit log,
@@ -46,9 +57,31 @@ KCM_KUBECONFIG="$STATE/kube-controller-manager.kubeconfig"
 SCHEDULER_KUBECONFIG="$STATE/kube-scheduler.kubeconfig"
 TIMEOUT="${CONTROL_PLANE_TIMEOUT:-60}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
-# A loopback service range: every ClusterIP is an address of this machine.
-SERVICE_CIDR=127.0.96.0/24
-SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
+# shellcheck source=hack/lib/node-network.sh
+source "$ROOT/hack/lib/node-network.sh"
+# set_node_kind KIND: the addresses of a cluster with that kind of node.
+set_node_kind() {
+  NODE_KIND="$1"
+  case "$NODE_KIND" in
+    kubelet)
+      SERVICE_CIDR=$NODE_SERVICE_CIDR
+      SERVICE_IP=$NODE_SERVICE_IP
+      API_ADDRESS=$NODE_IP
+      ;;
+    none)
+      # A loopback service range: every ClusterIP is an address of this machine.
+      SERVICE_CIDR=127.0.96.0/24
+      SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
+      API_ADDRESS=127.0.0.1
+      ;;
+    *) printf 'control-plane: error: NODE=%s: kubelet or none\n' "$NODE_KIND" >&2 && exit 1 ;;
+  esac
+}
+# started_kind: the kind of node the running (or last) start used.
+started_kind() { if [[ -f "$STATE/node" ]]; then cat "$STATE/node"; else echo none; fi; }
+# A start without NODE keeps the kind a running (or stale) control plane has.
+if [[ "${1:-}" == start ]]; then set_node_kind "${NODE:-$(started_kind)}"; else set_node_kind "$(started_kind)"; fi
+
 # The controllers a one-node cluster needs (names as kube-controller-manager 1.35 spells
 # them): the pods of StatefulSets, Deployments (through ReplicaSets) and Jobs (OLM unpacks
 # bundles with Jobs); Endpoints and EndpointSlices of Services; cascading deletion;
@@ -59,6 +92,9 @@ SERVICE_IP=127.0.96.1 # first address of SERVICE_CIDR: the `kubernetes` Service
 # scheduler never places a pod on a node the node agent registers). Taint-based eviction
 # (taint-eviction-controller) stays off: a stopped node agent leaves its pods bound.
 CONTROLLERS=node-lifecycle-controller,garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,job-controller,endpoints-controller,endpointslice-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
+# A real node's pods also end: terminated pods are collected, and PodDisruptionBudgets get a
+# status that evictions are checked against.
+[[ "$NODE_KIND" != kubelet ]] || CONTROLLERS+=,pod-garbage-collector-controller,disruption-controller
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { printf 'control-plane: error: %s\n' "$*" >&2; exit 1; }
@@ -115,7 +151,7 @@ EOF
   openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=memcached-operator-local-ca" -days 365 \
     -config "$PKI/openssl.cnf" -extensions ca -out "$PKI/ca.crt"
   sign apiserver "/CN=kube-apiserver" keyUsage=critical,digitalSignature extendedKeyUsage=serverAuth \
-    "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "subjectAltName=IP:127.0.0.1,IP:$API_ADDRESS,DNS:localhost,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   sign admin "/O=system:masters/CN=admin" keyUsage=critical,digitalSignature extendedKeyUsage=clientAuth
   # With --use-service-account-credentials=false every controller acts as this user, and the
   # role RBAC bootstraps for system:kube-controller-manager alone cannot, e.g., create the
@@ -125,6 +161,18 @@ EOF
   # The scheduler needs no more than the roles RBAC bootstraps for this user.
   sign kube-scheduler "/CN=system:kube-scheduler" keyUsage=critical,digitalSignature \
     extendedKeyUsage=clientAuth
+  if [[ "$NODE_KIND" == kubelet ]]; then
+    # The kubelet's client (the Node authorizer and NodeRestriction know it by this name),
+    # its serving certificate (the API server checks it against this CA), kube-proxy's
+    # client, and the API server's client for the kubelet (logs, exec, port-forward).
+    sign kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" keyUsage=critical,digitalSignature \
+      extendedKeyUsage=clientAuth
+    sign kubelet-serving "/CN=$NODE_NAME" keyUsage=critical,digitalSignature extendedKeyUsage=serverAuth \
+      "subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME"
+    sign kube-proxy "/CN=system:kube-proxy" keyUsage=critical,digitalSignature extendedKeyUsage=clientAuth
+    sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+      keyUsage=critical,digitalSignature extendedKeyUsage=clientAuth
+  fi
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$PKI/service-account.key"
   openssl pkey -in "$PKI/service-account.key" -pubout -out "$PKI/service-account.pub"
 }
@@ -167,6 +215,8 @@ start() {
     [[ -z "$pid" ]] || running+=("$name")
   done
   if ((${#running[@]} == ${#COMPONENTS[@]})); then
+    [[ "$(started_kind)" == "$NODE_KIND" ]] ||
+      die "already running with NODE=$(started_kind), not NODE=$NODE_KIND: stop it first"
     log "already running: kube-apiserver $(<"$STATE/apiserver-url")"
     SECONDS=0
     DEADLINE=$TIMEOUT
@@ -176,10 +226,16 @@ start() {
   fi
   if ((${#running[@]})) || [[ -d "$RUN" ]]; then
     log "cleaning up a partial or stale control plane first"
+    set_node_kind "$(started_kind)"
     stop >/dev/null
+    set_node_kind "${NODE:-$NODE_KIND}"
   fi
 
-  "$ROOT/hack/tools.sh" kube etcd
+  if [[ "$NODE_KIND" == kubelet ]]; then
+    "$ROOT/hack/tools.sh" kube etcd containerd node images
+  else
+    "$ROOT/hack/tools.sh" kube etcd
+  fi
   command -v openssl >/dev/null || die "openssl is not installed (Debian: apt-get install openssl)"
   command -v python3 >/dev/null || die "python3 is not installed (needed to pick free ports)"
 
@@ -190,9 +246,11 @@ start() {
   rm -rf "$STATE/kubectl-cache"
   # From here on a failure (set -e exits) stops whatever did start.
   trap 'log "start failed; stopping what was started"; stop >/dev/null 2>&1 || true' EXIT
+  echo "$NODE_KIND" >"$STATE/node"
+  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" network-up
   make_pki
   read -r etcd_port peer_port api_port <<<"$(free_ports 3)"
-  url="https://127.0.0.1:$api_port"
+  url="https://$API_ADDRESS:$api_port"
 
   data_dir="$(mktemp -d -t memcached-operator-etcd.XXXXXX)"
   echo "$data_dir" >"$RUN/etcd-data-dir"
@@ -207,30 +265,50 @@ start() {
     --initial-cluster="local=http://127.0.0.1:$peer_port" \
     --unsafe-no-fsync=true
 
-  # --endpoint-reconciler-type=none: the default (lease) reconciler would publish
-  # 127.0.0.1 as the endpoint of the `kubernetes` Service, which Endpoints validation
-  # refuses (loopback), and log the failure forever.
+  local node_flags=()
+  if [[ "$NODE_KIND" == kubelet ]]; then
+    # The node's address is the `kubernetes` Service's endpoint (the lease reconciler
+    # publishes it); the Node authorizer and NodeRestriction confine the kubelet to its own
+    # node; the kubelet is reached by its InternalIP (its name resolves nowhere).
+    node_flags=(
+      --endpoint-reconciler-type=lease
+      --authorization-mode=Node,RBAC
+      --enable-admission-plugins=NodeRestriction
+      --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
+      --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
+      --kubelet-certificate-authority="$PKI/ca.crt"
+      --kubelet-preferred-address-types=InternalIP
+    )
+  else
+    # --endpoint-reconciler-type=none: the default (lease) reconciler would publish
+    # 127.0.0.1 as the endpoint of the `kubernetes` Service, which Endpoints validation
+    # refuses (loopback), and log the failure forever.
+    node_flags=(--endpoint-reconciler-type=none --authorization-mode=RBAC)
+  fi
   launch kube-apiserver \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
+    --bind-address="$API_ADDRESS" \
+    --advertise-address="$API_ADDRESS" \
     --secure-port="$api_port" \
     --tls-cert-file="$PKI/apiserver.crt" \
     --tls-private-key-file="$PKI/apiserver.key" \
     --client-ca-file="$PKI/ca.crt" \
-    --authorization-mode=RBAC \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/service-account.pub" \
     --service-account-signing-key-file="$PKI/service-account.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --allow-privileged=true \
-    --endpoint-reconciler-type=none \
+    "${node_flags[@]}" \
     --enable-priority-and-fairness=true \
     ${AUDIT_POLICY:+--audit-policy-file="$AUDIT_POLICY" --audit-log-path="$STATE/logs/audit.log" --audit-log-format=json}
 
   write_kubeconfig "$KUBECONFIG_FILE" "$url" admin
   write_kubeconfig "$KCM_KUBECONFIG" "$url" kube-controller-manager
   write_kubeconfig "$SCHEDULER_KUBECONFIG" "$url" kube-scheduler
+  if [[ "$NODE_KIND" == kubelet ]]; then
+    write_kubeconfig "$STATE/kubelet.kubeconfig" "$url" kubelet
+    write_kubeconfig "$STATE/kube-proxy.kubeconfig" "$url" kube-proxy
+  fi
   echo "$url" >"$STATE/apiserver-url"
 
   WAITING_ON=kube-apiserver wait_for "kube-apiserver /readyz at $url" is_ready
@@ -252,6 +330,7 @@ start() {
 
   WAITING_ON=kube-controller-manager wait_for "the default ServiceAccount in namespace default" \
     kubectl get serviceaccount default --namespace default
+  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" start
   trap - EXIT
 
   local elapsed
@@ -273,11 +352,15 @@ stop() {
   if [[ -d "$STATE/deploy/run" || -d "$STATE/cert-manager/run" ]]; then
     "$ROOT/hack/deploy.sh" stop || log "could not stop the node agent and cert-manager; stopping the control plane anyway"
   fi
+  # The node, whatever part of it started; its network goes after the API server, which
+  # listens on the node's address.
+  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" stop || log "could not stop the node; stopping the control plane anyway"
   # Reverse order: clients first, etcd last.
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
     name="${COMPONENTS[i]}"
     if stop_component "$name"; then stopped+=("$name"); fi
   done
+  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" network-down
   if [[ -f "$RUN/etcd-data-dir" ]]; then
     data_dir="$(<"$RUN/etcd-data-dir")"
     # Only ever remove a directory this script made.
@@ -286,13 +369,15 @@ stop() {
     fi
   fi
   rm -rf "$RUN" "$PKI" "$STATE/kubectl-cache"
-  rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url"
+  rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url" \
+    "$STATE/kubelet.kubeconfig" "$STATE/kube-proxy.kubeconfig" "$STATE/node"
   report_stopped "${stopped[@]}"
 }
 
 status() {
   local all=0
   print_processes 24 "${COMPONENTS[@]}" || all=1
+  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" status || all=1
   if [[ -f "$STATE/apiserver-url" ]]; then
     printf '%-24s %s\n' "apiserver url" "$(<"$STATE/apiserver-url")"
     if ((all == 0)); then

@@ -5,9 +5,10 @@
 # undeploy` run it when no cluster is configured (KUBECONFIG unset), and so do the end-to-end
 # tests of that install (tests/deploy).
 #
-# Usage: hack/deploy.sh start     start the control plane if it is not running, the test kit's
-#                                 node agent as the cluster's one node (pods run as local
-#                                 processes: docs/local-cluster.md) and cert-manager
+# Usage: hack/deploy.sh start     start the control plane if it is not running (with the node
+#                                 NODE says: kubelet, or by default the test kit's node agent,
+#                                 whose pods run as local processes: docs/local-cluster.md) and
+#                                 cert-manager
 #                                 (hack/cert-manager.sh); apply config/default (server-side)
 #                                 and wait for the CA and serving Certificates to be Ready,
 #                                 every caBundle injected, the Deployment's ready replicas and
@@ -21,9 +22,12 @@
 #                                 hack/control-plane.sh stop does this too.
 #        hack/deploy.sh status    say what runs; exit 0 when all of it runs, else 1
 #
-# The operator's image in config/default is the release's, which the node agent maps to
-# OPERATOR_BINARY. One node agent runs on a machine at a time: start refuses while the OLM
-# install (hack/olm-install.sh, make run) runs one.
+# On a real node (NODE=kubelet), the images are built from the shipped Dockerfiles and pushed
+# to the local registry first (hack/images.sh), and config/default is applied through the
+# overlay hack/node/deploy/, which points RELATED_IMAGE_MEMCACHED at the Debian memcached
+# stand-in. With the node agent, the operator's image in config/default is the release's, which
+# the agent maps to OPERATOR_BINARY; one node agent runs on a machine at a time: start refuses
+# while the OLM install (hack/olm-install.sh, make run) runs one.
 #
 # Files (under the control plane's state directory, .local/ at the repository root):
 #   logs/node-agent.log              kept after stop
@@ -32,7 +36,9 @@
 #
 # Environment:
 #   CONTROL_PLANE_DIR  the control plane's state directory (default: .local at the root)
-#   CONFIG             the kustomization to apply (default: config/default)
+#   NODE               kubelet or none (default none), when start starts the control plane
+#   CONFIG             the kustomization to apply (default: config/default, or
+#                      hack/node/deploy on a real node)
 #   OPERATOR_BINARY    what the operator image runs (default: target/debug/memcached-operator)
 #   NODE_AGENT         the node agent binary (default: target/debug/node-agent)
 #   DEPLOY_TIMEOUT     seconds each wait may take (default 180)
@@ -48,7 +54,7 @@ NODE_STATE="$STATE/node"
 KUBECONFIG_FILE="$STATE/kubeconfig"
 TIMEOUT="${DEPLOY_TIMEOUT:-180}"
 COMPONENTS=(node-agent)
-CONFIG="${CONFIG:-$ROOT/config/default}"
+CONFIG="${CONFIG:-}"
 OPERATOR_BINARY="${OPERATOR_BINARY:-$ROOT/target/debug/memcached-operator}"
 NODE_AGENT="${NODE_AGENT:-$ROOT/target/debug/node-agent}"
 NODE_NAME=local
@@ -94,21 +100,67 @@ $(kubectl get crd "$CRD" -o 'jsonpath={.spec.conversion.webhook.clientConfig.caB
 }
 
 node_agent_of_olm_install() { [[ -d "$STATE/install/run" ]]; }
+real_node() { [[ -f "$STATE/node" && "$(<"$STATE/node")" == kubelet ]]; }
+
+# start_on_real_node: the images, then cert-manager; the node is the control plane's.
+start_on_real_node() {
+  local memcached want
+  CONFIG="${CONFIG:-$ROOT/hack/node/deploy}"
+  "$ROOT/hack/images.sh" build operator memcached
+  memcached="$("$ROOT/hack/images.sh" reference memcached)"
+  want="$(awk '$1 == "value:" && /memcached/ { print $2 }' "$ROOT/hack/node/deploy/kustomization.yaml")"
+  [[ "$CONFIG" != "$ROOT/hack/node/deploy" || "$want" == "$memcached" ]] ||
+    die "hack/node/deploy/kustomization.yaml sets RELATED_IMAGE_MEMCACHED to $want, but the memcached image built here is $memcached"
+  SECONDS=0
+  DEADLINE=$TIMEOUT
+  mkdir -p "$RUN" "$LOGS"
+  trap 'log "start failed; stopping cert-manager (logs in $LOGS)"; stop >/dev/null 2>&1 || true' EXIT
+  "$ROOT/hack/cert-manager.sh" start
+}
 
 start() {
   if [[ -n "$(pid_of node-agent)" ]] || [[ -d "$RUN" ]]; then
-    log "cleaning up a previous deploy's node agent first"
+    log "cleaning up a previous deploy first"
     stop >/dev/null
   fi
   ! node_agent_of_olm_install ||
     die "the OLM install (make run, hack/olm-install.sh) runs a node agent here: stop it first (hack/control-plane.sh stop)"
+  "$ROOT/hack/tools.sh" kube etcd kustomize cert-manager
+  "$ROOT/hack/control-plane.sh" start >/dev/null
+  if real_node; then
+    start_on_real_node
+  else
+    start_node_agent
+  fi
+  [[ -f "$CONFIG/kustomization.yaml" ]] || die "$CONFIG holds no kustomization.yaml"
+
+  log "applying $(realpath --relative-to="$ROOT" "$CONFIG") (kustomize build | kubectl apply --server-side)"
+  kustomize build "$CONFIG" | kubectl apply --server-side --field-manager=make-deploy -f - >&2
+  step "Certificate $CA_CERTIFICATE (the CA) to be Ready" jsonpath_is True certificate \
+    -n "$NAMESPACE" "$CA_CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
+  step "Certificate $CERTIFICATE (serving) to be Ready" jsonpath_is True certificate \
+    -n "$NAMESPACE" "$CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
+  step "cainjector to write the CA into every caBundle" injected
+  local replicas
+  replicas="$(kubectl get deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.spec.replicas}')"
+  WAITING_ON="$(real_node || echo node-agent)" step "Deployment $DEPLOYMENT to have $replicas ready replicas" \
+    jsonpath_is "$replicas" deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.status.readyReplicas}'
+  step "the operator's webhooks to answer (a server-side dry run of config/samples)" \
+    kubectl apply --dry-run=server -k "$ROOT/config/samples"
+  trap - EXIT
+  log "deployed without OLM: webhooks answering at $(since)s"
+  log "try: export KUBECONFIG=$KUBECONFIG_FILE; kubectl apply -k config/samples; kubectl get memcacheds -A"
+  printf 'NAMESPACE=%s\nDEPLOYMENT=%s\nCERTIFICATE=%s\nSECRET=%s\nNODE_STATE=%s\nREADY_SECONDS=%s\n' \
+    "$NAMESPACE" "$DEPLOYMENT" "$CERTIFICATE" "$SECRET" "$NODE_STATE" "$(since)"
+}
+
+# start_node_agent: the node agent as the cluster's node, then cert-manager.
+start_node_agent() {
+  CONFIG="${CONFIG:-$ROOT/config/default}"
   for built in "$OPERATOR_BINARY" "$NODE_AGENT"; do
     [[ -x "$built" ]] || die "$built is missing: run make build"
   done
-  [[ -f "$CONFIG/kustomization.yaml" ]] || die "$CONFIG holds no kustomization.yaml"
-  "$ROOT/hack/tools.sh" kube etcd kustomize cert-manager memcached
-  "$ROOT/hack/control-plane.sh" start >/dev/null
-
+  "$ROOT/hack/tools.sh" memcached
   mkdir -p "$BIN" "$RUN" "$LOGS"
   ln -sfn "$NODE_AGENT" "$BIN/node-agent"
   SECONDS=0
@@ -125,25 +177,6 @@ start() {
   "$ROOT/hack/cert-manager.sh" start
   WAITING_ON=node-agent step "Node $NODE_NAME to be Ready and schedulable" jsonpath_is "True/" \
     node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}'
-
-  log "applying $(realpath --relative-to="$ROOT" "$CONFIG") (kustomize build | kubectl apply --server-side)"
-  kustomize build "$CONFIG" | kubectl apply --server-side --field-manager=make-deploy -f - >&2
-  step "Certificate $CA_CERTIFICATE (the CA) to be Ready" jsonpath_is True certificate \
-    -n "$NAMESPACE" "$CA_CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
-  step "Certificate $CERTIFICATE (serving) to be Ready" jsonpath_is True certificate \
-    -n "$NAMESPACE" "$CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
-  step "cainjector to write the CA into every caBundle" injected
-  local replicas
-  replicas="$(kubectl get deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.spec.replicas}')"
-  WAITING_ON=node-agent step "Deployment $DEPLOYMENT to have $replicas ready replicas" \
-    jsonpath_is "$replicas" deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.status.readyReplicas}'
-  step "the operator's webhooks to answer (a server-side dry run of config/samples)" \
-    kubectl apply --dry-run=server -k "$ROOT/config/samples"
-  trap - EXIT
-  log "deployed without OLM: webhooks answering at $(since)s"
-  log "try: export KUBECONFIG=$KUBECONFIG_FILE; kubectl apply -k config/samples; kubectl get memcacheds -A"
-  printf 'NAMESPACE=%s\nDEPLOYMENT=%s\nCERTIFICATE=%s\nSECRET=%s\nNODE_STATE=%s\nREADY_SECONDS=%s\n' \
-    "$NAMESPACE" "$DEPLOYMENT" "$CERTIFICATE" "$SECRET" "$NODE_STATE" "$(since)"
 }
 
 # leftovers: every object that still names the operator after an undeploy, one a line:
@@ -168,6 +201,9 @@ nothing_left() {
 }
 
 undeploy() {
+  if [[ -z "$CONFIG" ]]; then
+    if real_node; then CONFIG="$ROOT/hack/node/deploy"; else CONFIG="$ROOT/config/default"; fi
+  fi
   [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]] ||
     die "the local control plane in $STATE is not running: nothing to undeploy"
   SECONDS=0
