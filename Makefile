@@ -24,10 +24,13 @@ tools:
 	hack/tools.sh
 
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd, kustomize, OLM (olm, catalog, cpb), cert-manager (controller, cainjector; helm renders
-# its CRDs), OpenShift's APIServer CRD, opm and Debian's memcached.
+# kubelet, kube-proxy, etcd, containerd, CoreDNS, kustomize, OLM (olm, catalog, cpb),
+# cert-manager (controller, cainjector; helm renders its CRDs), OpenShift's APIServer CRD, opm
+# and grpc_health_probe, and Debian's memcached, node packages (runc, CNI plugins, iptables)
+# and image tools (buildah, skopeo, registry).
 test-tools:
-	hack/tools.sh kube etcd kustomize olm helm cert-manager openshift-api opm memcached
+	hack/tools.sh kube etcd containerd coredns kustomize olm helm cert-manager openshift-api opm \
+	  grpc-health-probe memcached node images
 
 ## lint: rustfmt and clippy, warnings as errors.
 lint: fmt-check clippy
@@ -45,7 +48,8 @@ clippy:
 ## test-rust: unit and integration tests of every crate, then the end-to-end tests, which
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
 ## the operator's (e2e), the operator installed with `make deploy` and the real cert-manager
-## (deploy) and through the real OLM (olm), both on the node agent, and the node agent's.
+## (deploy) and through the real OLM (olm), both on the node agent, the node agent's, and the
+## real node's (node: kubelet, containerd, the images built from the shipped Dockerfiles).
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
@@ -53,6 +57,7 @@ test-rust: test-tools
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(CARGO) test --locked -p testkit --test node_agent -- --ignored
+	$(CARGO) test --locked -p memcached-operator --test node -- --ignored
 
 ## test: everything CI runs.
 test: lint deny test-rust validate fuzz-smoke
@@ -107,7 +112,7 @@ KUSTOMIZE := $(TOOLS_BIN)/kustomize
 HADOLINT := $(TOOLS_BIN)/hadolint
 GENERATE := env -u SOURCE_DATE_EPOCH $(CARGO) run --quiet --locked -p memcached-packager -- generate
 
-.PHONY: generate bundle docker-build docker-push bundle-build bundle-push catalog-build \
+.PHONY: generate bundle operator-binary images docker-build docker-push bundle-build bundle-push catalog-build \
 	catalog-push install uninstall deploy undeploy validate tool-operator-sdk tool-opm \
 	tool-kustomize tool-hadolint check-version
 
@@ -130,7 +135,18 @@ bundle: check-version tool-operator-sdk
 	$(GENERATE) --image $(IMG) --bundle-image $(BUNDLE_IMG)
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 
-docker-build:
+## operator-binary: the release binary the operator image holds (x86_64-unknown-linux-musl,
+## jemalloc), which docker-build copies in.
+operator-binary:
+	hack/images.sh operator-binary
+
+## images: build every image the local cluster's node runs (operator, bundle, catalog, opm,
+## the stand-ins, CoreDNS) with buildah and push them to the local registry on
+## 127.0.0.1:5000 (docs/packaging.md, Images); an unchanged image is not rebuilt.
+images:
+	hack/images.sh build
+
+docker-build: operator-binary
 	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 docker-push:
@@ -184,7 +200,8 @@ undeploy: tool-kustomize
 ## operator-sdk's operatorframework suite with no error and no warning and its multiarch
 ## validator finds no missing platform label or node affinity (it may only warn that it cannot
 ## inspect the images: see docs/packaging.md, Platforms), the catalog passes opm,
-## config/default renders, and hadolint finds nothing in the three Dockerfiles.
+## config/default renders, and hadolint finds nothing in the three Dockerfiles nor in those of
+## the local cluster's images (hack/images/).
 validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	@tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GENERATE) --output-dir "$$tmp" >/dev/null && \
@@ -206,7 +223,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	    echo "multiarch: labels and node affinity checked; the images' platforms NOT checked (no container engine or registry)"; fi
 	$(OPM) validate catalog
 	$(KUSTOMIZE) build config/default >/dev/null
-	$(HADOLINT) Dockerfile bundle.Dockerfile catalog.Dockerfile
+	$(HADOLINT) Dockerfile bundle.Dockerfile catalog.Dockerfile hack/images/*/Dockerfile
 # ==== end of OLM packaging ==============================================================
 
 # ==== benchmarks =========================================================================

@@ -1,7 +1,8 @@
 //! Starts and stops a local Kubernetes control plane (etcd, kube-apiserver,
-//! kube-controller-manager, kube-scheduler) through the project's own
-//! `hack/control-plane.sh`, in a temporary state directory of its own, and gives a kube
-//! client, the admin kubeconfig and the pinned kubectl for it.
+//! kube-controller-manager, kube-scheduler, and on request a real node: kubelet, kube-proxy,
+//! containerd, CoreDNS) through the project's own `hack/control-plane.sh`, in a temporary
+//! state directory of its own, and gives a kube client, the admin kubeconfig and the pinned
+//! kubectl for it.
 //!
 //! What a test installs into the control plane (the operator's CRD, its webhook wiring) is the
 //! test's business, not this module's. The script needs the tools in `.tools/bin` (it installs
@@ -80,6 +81,25 @@ pub struct KubectlOutput {
     pub stderr: String,
 }
 
+/// The kind of node a control plane is started with (`NODE=` of `hack/control-plane.sh`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// No kubelet: the test kit's node agent plays the node, on loopback.
+    None,
+    /// A real node: kubelet, kube-proxy, containerd and CoreDNS, on the node's bridge.
+    Kubelet,
+}
+
+impl Node {
+    /// The value of `NODE=` for the script.
+    fn env(self) -> &'static str {
+        match self {
+            Node::None => "none",
+            Node::Kubelet => "kubelet",
+        }
+    }
+}
+
 /// A control plane started by `hack/control-plane.sh` in its own state directory; stopped
 /// (every process it started) when dropped.
 pub struct ControlPlane {
@@ -91,6 +111,12 @@ impl ControlPlane {
     /// unless `CONTROL_PLANE_TIMEOUT` says otherwise). Blocks; from async code call it through
     /// `spawn_blocking`.
     pub fn start() -> Result<ControlPlane, ControlPlaneError> {
+        ControlPlane::start_as(Node::None)
+    }
+
+    /// Starts a control plane with the `node` given, as [`ControlPlane::start`] does; with a
+    /// real node it returns once the Node is Ready and CoreDNS answers.
+    pub fn start_as(node: Node) -> Result<ControlPlane, ControlPlaneError> {
         let state = tempfile::Builder::new()
             .prefix("memcached-operator-control-plane.")
             .tempdir()
@@ -99,6 +125,7 @@ impl ControlPlane {
         let output = Command::new(&script)
             .arg("start")
             .env("CONTROL_PLANE_DIR", state.path())
+            .env("NODE", node.env())
             .output()
             .map_err(|error| ControlPlaneError::Run {
                 program: script.clone(),
@@ -119,7 +146,12 @@ impl ControlPlane {
     /// Starts a control plane from async code and returns it with an admin client; the
     /// error says which of the two failed, for a scenario runner to report.
     pub async fn start_with_client() -> Result<(ControlPlane, Client), String> {
-        let plane = tokio::task::spawn_blocking(ControlPlane::start)
+        ControlPlane::start_as_with_client(Node::None).await
+    }
+
+    /// [`ControlPlane::start_with_client`] with the `node` given.
+    pub async fn start_as_with_client(node: Node) -> Result<(ControlPlane, Client), String> {
+        let plane = tokio::task::spawn_blocking(move || ControlPlane::start_as(node))
             .await
             .map_err(|e| format!("the control plane's start did not finish: {e}"))?
             .map_err(|e| e.to_string())?;

@@ -1,7 +1,9 @@
 //! Installs the operator on a local control plane the way a cluster without OLM does, through
-//! `hack/deploy.sh` (what `make deploy` runs): the node agent as the one node, cert-manager's
-//! controller and cainjector, and `config/default` applied. What it made runs on the node agent
-//! (`node_pods` finds its pods' logs and processes); `undeploy` deletes it again.
+//! `hack/deploy.sh` (what `make deploy` runs): cert-manager's controller and cainjector, and
+//! `config/default` applied. On a control plane with a real node ([`deploy_on_real_node`])
+//! the images are built from the shipped Dockerfiles and pulled by containerd; otherwise the
+//! node agent is the one node ([`deploy`]; `node_pods` finds its pods' logs and processes).
+//! `undeploy` deletes it again.
 //!
 //! The node agent and cert-manager stop with the control plane (`hack/control-plane.sh stop`
 //! stops them first), so there is nothing to drop here.
@@ -49,6 +51,23 @@ pub fn deploy(plane: &ControlPlane, operator_binary: &Path) -> Result<Deployed, 
             ("NODE_AGENT", &node_agent),
         ],
     )?;
+    Ok(Deployed {
+        namespace: report.value("NAMESPACE")?,
+        deployment: report.value("DEPLOYMENT")?,
+        certificate: report.value("CERTIFICATE")?,
+        secret: report.value("SECRET")?,
+        node_state: PathBuf::from(report.value("NODE_STATE")?),
+        ready_after: report.seconds("READY_SECONDS")?,
+    })
+}
+
+/// Deploys `config/default` on `plane`, whose node is real ([`crate::control_plane::Node::Kubelet`]):
+/// the operator and memcached images are built and pushed first, and the operand's image is
+/// the Debian memcached stand-in (`hack/node/deploy`). Waits until the webhooks answer.
+/// Blocks; from async code call it through `spawn_blocking`.
+pub fn deploy_on_real_node(plane: &ControlPlane) -> Result<Deployed, ScriptError> {
+    let no_env: [(&str, &str); 0] = [];
+    let report = install_script::run(plane, SCRIPT, "start", no_env)?;
     Ok(Deployed {
         namespace: report.value("NAMESPACE")?,
         deployment: report.value("DEPLOYMENT")?,

@@ -2,8 +2,8 @@
 //! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client and a
 //! handshake prober, the
 //! operator as a child process, the review bodies the API server sends, a local control
-//! plane, a node agent that plays kubelet and kube-proxy for it, and the install through the
-//! real OLM on top of both.
+//! plane (with a real node, or a node agent that plays kubelet and kube-proxy for it), what
+//! the real node's containers run as, and the install through the real OLM.
 //!
 //! Nothing here runs in a cluster; the crate is never published. Each module does one job and
 //! takes the operator's own declarations (API group and versions, the webhook table, OLM's
@@ -21,6 +21,7 @@ pub mod cases;
 pub mod cert_layout;
 pub mod cert_manager;
 pub mod client;
+pub mod containers;
 pub mod control_plane;
 pub mod deploy;
 pub mod direct_wiring;

@@ -1,0 +1,191 @@
+//! Sets up what the scenarios run against: a control plane whose node is real, with
+//! `make deploy` done on it, and the helpers they share: pods by label, a pod that runs a
+//! script to its end, and the node's addresses.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use testkit::control_plane::{ControlPlane, Node};
+use testkit::deploy::{Deployed, deploy_on_real_node};
+use testkit::repository;
+
+pub use testkit::scenarios::eventually;
+
+/// How long a scenario waits for the cluster to act.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+/// Everything the scenarios share.
+pub struct Env {
+    /// The admin client.
+    pub client: Client,
+    /// What `make deploy` installed.
+    pub deployed: Deployed,
+    /// Drops last: stops cert-manager, the node and the control plane.
+    pub plane: ControlPlane,
+}
+
+impl Env {
+    /// Starts the control plane with a real node and deploys `config/default` on it.
+    pub async fn start() -> Result<Env, String> {
+        let (plane, client) = ControlPlane::start_as_with_client(Node::Kubelet).await?;
+        let (plane, deployed) = tokio::task::spawn_blocking(move || {
+            let deployed = deploy_on_real_node(&plane);
+            (plane, deployed)
+        })
+        .await
+        .map_err(|e| format!("make deploy did not finish: {e}"))?;
+        let deployed = deployed.map_err(|e| e.to_string())?;
+        eprintln!(
+            "deployed config/default on the real node: webhooks answering after {:.1} s",
+            deployed.ready_after.as_secs_f64()
+        );
+        Ok(Env {
+            client,
+            deployed,
+            plane,
+        })
+    }
+
+    /// Creates a namespace for a scenario and returns its name.
+    pub async fn create_namespace(&self, name: &str) -> String {
+        testkit::control_plane::create_namespace(&self.client, name).await
+    }
+
+    /// The pods of `namespace` that match `selector`.
+    pub async fn pods(&self, namespace: &str, selector: &str) -> Vec<Pod> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match pods.list(&ListParams::default().labels(selector)).await {
+            Ok(list) => list.items,
+            Err(error) => panic!("cannot list pods {selector} in {namespace}: {error}"),
+        }
+    }
+
+    /// Runs `pod` (created in `namespace`) until it ends; returns its phase, its container's
+    /// termination reason and its log. The pod is deleted afterwards.
+    pub async fn run_to_end(&self, namespace: &str, pod: Pod) -> Ended {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if let Err(error) = pods.create(&PostParams::default(), &pod).await {
+            panic!("cannot create pod {namespace}/{name}: {error}");
+        }
+        let ended = eventually(&format!("pod {name} ends"), WAIT, || async {
+            let pod = pods.get(&name).await.ok()?;
+            let status = pod.status?;
+            let phase = status.phase.unwrap_or_default();
+            let waiting = status
+                .container_statuses
+                .as_ref()
+                .and_then(|s| s.first()?.state.as_ref()?.waiting.clone())
+                .and_then(|w| w.reason);
+            let terminated = status
+                .container_statuses
+                .as_ref()
+                .and_then(|s| s.first()?.state.as_ref()?.terminated.clone());
+            match (phase.as_str(), waiting) {
+                ("Succeeded" | "Failed", _) => Some(Ended {
+                    phase,
+                    reason: terminated.as_ref().and_then(|t| t.reason.clone()),
+                    log: String::new(),
+                }),
+                // A container the kubelet refuses to start never ends: its reason is the end.
+                (_, Some(reason)) if reason.ends_with("Error") => Some(Ended {
+                    phase,
+                    reason: Some(reason),
+                    log: String::new(),
+                }),
+                _ => None,
+            }
+        })
+        .await;
+        let log = pods
+            .logs(&name, &LogParams::default())
+            .await
+            .unwrap_or_default();
+        let _ = pods
+            .delete(&name, &DeleteParams::default().grace_period(0))
+            .await;
+        Ended { log, ..ended }
+    }
+}
+
+/// How a pod ended.
+#[derive(Clone, Debug)]
+pub struct Ended {
+    /// Its phase: Succeeded or Failed (or Pending, when the kubelet refused its container).
+    pub phase: String,
+    /// Its container's reason: `Completed`, `Error`, `OOMKilled`, `CreateContainerConfigError`.
+    pub reason: Option<String>,
+    /// What its container wrote.
+    pub log: String,
+}
+
+/// A pod of one busybox container (the stand-in image built here) running `script` with
+/// `sh -c`, with the security context given; it never restarts.
+pub fn busybox_pod(
+    name: &str,
+    script: &str,
+    security: serde_json::Value,
+    memory_limit: Option<&str>,
+) -> Pod {
+    let image = image_reference("busybox");
+    let mut resources = BTreeMap::new();
+    if let Some(limit) = memory_limit {
+        resources.insert("limits", serde_json::json!({ "memory": limit }));
+    }
+    let pod = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{
+                "name": "main",
+                "image": image,
+                "command": ["/bin/sh", "-c", script],
+                "securityContext": security,
+                "resources": resources,
+            }],
+        },
+    });
+    match serde_json::from_value(pod) {
+        Ok(pod) => pod,
+        Err(error) => panic!("the test's pod {name} is not a Pod: {error}"),
+    }
+}
+
+/// The reference of one of the images `hack/images.sh` builds.
+pub fn image_reference(name: &str) -> String {
+    let script = repository::hack("images.sh");
+    let output = std::process::Command::new(&script)
+        .args(["reference", name])
+        .output();
+    match output {
+        Ok(output) if output.status.success() => {
+            String::from_utf8_lossy(&output.stdout).trim().to_string()
+        }
+        Ok(output) => panic!(
+            "{} reference {name}: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => panic!("cannot run {}: {error}", script.display()),
+    }
+}
+
+/// Runs `program` with `args` on this machine; returns its standard output, or panics with
+/// what it said.
+pub fn host(program: &str, args: &[&str]) -> String {
+    match std::process::Command::new(program).args(args).output() {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout).into(),
+        Ok(output) => panic!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => panic!("cannot run {program}: {error}"),
+    }
+}

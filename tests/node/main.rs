@@ -1,0 +1,28 @@
+//! Proves what only a real node can: the local cluster's kubelet, containerd and runc run the
+//! operator from the image built from the shipped Dockerfile, and enforce what the Deployment
+//! asks of its containers; the node keeps pod traffic on this machine; and memcached's servers
+//! answer by the names `status.servers` gives, through the cluster's DNS.
+//!
+//! One environment serves every scenario (`testkit::scenarios`): a control plane with a real
+//! node (`NODE=kubelet hack/control-plane.sh start`) and `make deploy` on it
+//! (`hack/deploy.sh`: images built and pushed to the local registry, cert-manager,
+//! config/default through hack/node/deploy). A plain `cargo test` lists them as ignored (they
+//! need .tools and root); `make test` runs them with `--ignored`.
+
+mod cluster;
+mod confinement;
+mod controls;
+mod dns;
+mod network;
+
+use crate::cluster::Env;
+
+fn main() {
+    let scenarios = testkit::scenarios![
+        network::the_node_keeps_pod_traffic_on_this_machine,
+        confinement::the_operator_runs_from_its_image_as_the_deployment_confines_it,
+        controls::the_runtime_refuses_what_a_container_may_not_do,
+        dns::memcached_answers_by_the_names_in_its_status_through_cluster_dns,
+    ];
+    testkit::scenarios::run(|| async { Env::start().await }, scenarios);
+}
