@@ -26,7 +26,7 @@
 # Files (under the state directory, .local/ at the repository root):
 #   kubeconfig                     admin kubeconfig (client certificate, group system:masters)
 #   apiserver-url                  https://ADDRESS:PORT
-#   node                           the kind of node it was started with (kubelet or none)
+#   node-kind                      the kind of node it was started with (kubelet or none)
 #   pki/ca.crt                     the CA that signs every certificate here
 #   pki/                           also apiserver, admin, controller-manager and scheduler
 #                                  certificates (with NODE=kubelet the kubelet's, kube-proxy's
@@ -78,7 +78,7 @@ set_node_kind() {
   esac
 }
 # started_kind: the kind of node the running (or last) start used.
-started_kind() { if [[ -f "$STATE/node" ]]; then cat "$STATE/node"; else echo none; fi; }
+started_kind() { if [[ -f "$STATE/node-kind" ]]; then cat "$STATE/node-kind"; else echo none; fi; }
 # A start without NODE keeps the kind a running (or stale) control plane has.
 if [[ "${1:-}" == start ]]; then set_node_kind "${NODE:-$(started_kind)}"; else set_node_kind "$(started_kind)"; fi
 
@@ -246,7 +246,7 @@ start() {
   rm -rf "$STATE/kubectl-cache"
   # From here on a failure (set -e exits) stops whatever did start.
   trap 'log "start failed; stopping what was started"; stop >/dev/null 2>&1 || true' EXIT
-  echo "$NODE_KIND" >"$STATE/node"
+  echo "$NODE_KIND" >"$STATE/node-kind"
   [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" network-up
   make_pki
   read -r etcd_port peer_port api_port <<<"$(free_ports 3)"
@@ -370,7 +370,7 @@ stop() {
   fi
   rm -rf "$RUN" "$PKI" "$STATE/kubectl-cache"
   rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url" \
-    "$STATE/kubelet.kubeconfig" "$STATE/kube-proxy.kubeconfig" "$STATE/node"
+    "$STATE/kubelet.kubeconfig" "$STATE/kube-proxy.kubeconfig" "$STATE/node-kind"
   report_stopped "${stopped[@]}"
 }
 

@@ -100,7 +100,7 @@ $(kubectl get crd "$CRD" -o 'jsonpath={.spec.conversion.webhook.clientConfig.caB
 }
 
 node_agent_of_olm_install() { [[ -d "$STATE/install/run" ]]; }
-real_node() { [[ -f "$STATE/node" && "$(<"$STATE/node")" == kubelet ]]; }
+real_node() { [[ -f "$STATE/node-kind" && "$(<"$STATE/node-kind")" == kubelet ]]; }
 
 # start_on_real_node: the images, then cert-manager; the node is the control plane's.
 start_on_real_node() {

@@ -390,6 +390,19 @@ containerd_runs() {
   return 1
 }
 
+# kill_pod_processes: SIGKILL to every process in a kubepods cgroup, until none is left (5 s).
+kill_pod_processes() {
+  local i pids
+  for ((i = 0; i < 50; i++)); do
+    pids="$({ find /sys/fs/cgroup/*/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null || true; } | sort -u)"
+    [[ -n "$pids" ]] || return 0
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.1
+  done
+  log "processes left in kubepods cgroups: $pids"
+}
+
 # our_mounts: mount points under the node's directories, deepest first.
 our_mounts() {
   awk -v a="$NODE_DIR/" -v b="$NODE_SOCKETS/" '$5 ~ "^" a || $5 ~ "^" b { print $5 }' /proc/self/mountinfo |
@@ -418,6 +431,9 @@ stop() {
   for mnt in $(our_mounts); do
     umount -l "$mnt" 2>/dev/null || true
   done
+  # Whatever still runs in a pod's cgroup (a container whose task containerd no longer knew,
+  # after a crash), then the pods' cgroups, deepest first, in every hierarchy.
+  kill_pod_processes
   # The pods' cgroups, deepest first, in every hierarchy.
   for dir in /sys/fs/cgroup/*/kubepods; do
     [[ -d "$dir" ]] || continue
