@@ -80,10 +80,12 @@ deny: tool-cargo-deny
 	fi
 
 ## run: run the operator. Without KUBECONFIG: installs it through the real OLM on a local
-## control plane whose node is the test kit's node agent, then the samples, and follows the
-## operator's logs (Ctrl-C stops all). With KUBECONFIG: the operator alone against that
-## cluster.
-run: build test-tools
+## cluster with a real node (kubelet, containerd; the images built from the shipped
+## Dockerfiles), then the samples, prints how to reach a server by its DNS name, and follows
+## the operator's logs (Ctrl-C stops all); NODE=none: the same on the test kit's node agent.
+## With KUBECONFIG: the operator alone against that cluster.
+run: test-tools
+	@if [ -n "$${KUBECONFIG:-}" ] || [ "$${NODE:-kubelet}" = none ]; then $(MAKE) --no-print-directory build; fi
 	hack/run.sh
 
 ## olm: start the local control plane and OLM v0 on it, in the background (see
@@ -112,7 +114,7 @@ KUSTOMIZE := $(TOOLS_BIN)/kustomize
 HADOLINT := $(TOOLS_BIN)/hadolint
 GENERATE := env -u SOURCE_DATE_EPOCH $(CARGO) run --quiet --locked -p memcached-packager -- generate
 
-.PHONY: generate bundle operator-binary images docker-build docker-push bundle-build bundle-push catalog-build \
+.PHONY: generate bundle operator-binary images scorecard docker-build docker-push bundle-build bundle-push catalog-build \
 	catalog-push install uninstall deploy undeploy validate tool-operator-sdk tool-opm \
 	tool-kustomize tool-hadolint check-version
 
@@ -139,6 +141,13 @@ bundle: check-version tool-operator-sdk
 ## jemalloc), which docker-build copies in.
 operator-binary:
 	hack/images.sh operator-binary
+
+## scorecard: operator-sdk scorecard on the shipped bundle, all six tests of its configuration,
+## against the cluster KUBECONFIG names (STORAGE_IMAGE and UNTAR_IMAGE replace scorecard's
+## helper images), or without KUBECONFIG on the local cluster's real node with the images built
+## here (hack/scorecard.sh).
+scorecard:
+	hack/scorecard.sh
 
 ## images: build every image the local cluster's node runs (operator, bundle, catalog, opm,
 ## the stand-ins, CoreDNS) with buildah and push them to the local registry on

@@ -18,6 +18,9 @@
 #              through the mirror to the opm image below
 #   opm        opm (.tools/bin/opm, built from the pin) and grpc_health_probe, named as the
 #              release's opm image, since catalog.Dockerfile and OLM name it so
+#   olm        OLM's olm, catalog, cpb and copy-content (.tools/bin, built from the pin) with
+#              busybox's cp at /bin/cp, as the release's image (on distroless static:debug)
+#              lays them out, named as the release's image by tag
 #   ubi-micro  STAND-IN for Red Hat's UBI 9 micro (not pullable here): an empty root with
 #              /etc/passwd, /etc/group and /tmp, under stand-in/
 #   memcached  STAND-IN for the CSV's default operand (memcached:1.6.39-alpine): Debian's
@@ -26,7 +29,11 @@
 #   pause      STAND-IN for the pod sandbox image: Debian's static catatonit in pause mode
 #   coredns    CoreDNS built from the pin (hack/coredns), the cluster DNS
 #   busybox    STAND-IN for a small image with a shell: Debian's busybox-static, for the node's
-#              tests (clients of memcached, the runtime's controls)
+#              tests (clients of memcached, the runtime's controls) and as scorecard's storage
+#              and untar images (operator-sdk scorecard --storage-image, --untar-image)
+#   scorecard-test  operator-sdk's scorecard-test (.tools/bin, built from the pin) where the
+#              release's image has it, named as the release's, since the shipped scorecard
+#              configuration names it
 #
 # Environment:
 #   VERSION   the operator's version (default: Cargo.toml's)
@@ -42,14 +49,13 @@ STAMPS="$WORK/stamps"
 VERSION="${VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n 1)}"
 MUSL_TARGET=x86_64-unknown-linux-musl
 OPERATOR_BINARY="$ROOT/target/$MUSL_TARGET/release/memcached-operator"
-ALL_IMAGES=(ubi-micro operator bundle opm catalog memcached pause coredns busybox)
+ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached pause coredns busybox scorecard-test)
 
 log() { printf 'images: %s\n' "$*" >&2; }
 die() { printf 'images: error: %s\n' "$*" >&2; exit 1; }
 
 # versions of what the images hold.
-opm_version() { "$ROOT/hack/tools.sh" --print-versions | awk '$1 == "opm" { print $2 }'; }
-coredns_version() { "$ROOT/hack/tools.sh" --print-versions | awk '$1 == "coredns" { print $2 }'; }
+tool_version() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t { print $2 }'; }
 debian_version() { dpkg-query -W -f '${Version}' "$1" | sed -e 's/^[0-9]*://' -e 's/[-+~].*//'; }
 
 # reference NAME: the image's name as pods, Dockerfiles and the bundle spell it. A name under
@@ -59,12 +65,14 @@ reference() {
     operator) echo "quay.io/f2367556/memcached-operator:v$VERSION" ;;
     bundle) echo "quay.io/f2367556/memcached-operator-bundle:v$VERSION" ;;
     catalog) echo "quay.io/f2367556/memcached-operator-catalog:v$VERSION" ;;
-    opm) echo "quay.io/operator-framework/opm:$(opm_version)" ;;
+    opm) echo "quay.io/operator-framework/opm:$(tool_version opm)" ;;
+    olm) echo "quay.io/operator-framework/olm:$(tool_version olm)" ;;
     ubi-micro) echo "$REGISTRY/stand-in/ubi-micro:9.6" ;;
     memcached) echo "$REGISTRY/stand-in/memcached-debian:$(debian_version memcached)" ;;
     pause) echo "$REGISTRY/stand-in/pause-catatonit:$(debian_version catatonit)" ;;
-    coredns) echo "$REGISTRY/node/coredns:$(coredns_version)" ;;
+    coredns) echo "$REGISTRY/node/coredns:$(tool_version coredns)" ;;
     busybox) echo "$REGISTRY/stand-in/busybox-static:$(debian_version busybox-static)" ;;
+    scorecard-test) echo "quay.io/operator-framework/scorecard-test:$(tool_version operator-sdk)" ;;
     *) die "unknown image '$1' (known: ${ALL_IMAGES[*]})" ;;
   esac
 }
@@ -186,9 +194,21 @@ build_one() {
       "$ROOT/hack/tools.sh" opm grpc-health-probe
       dir="$(context opm)"
       root_files "$dir/rootfs"
+      # operator-registry's nsswitch.conf, as its release image carries it.
+      echo "hosts: files dns" >"$dir/rootfs/etc/nsswitch.conf"
       cp "$BIN/opm" "$BIN/grpc_health_probe" "$dir/"
       build_image opm "$ROOT/hack/images/opm/Dockerfile" "$dir" \
         "$(cd "$dir" && sha256sum opm grpc_health_probe | sha256sum | cut -c1-32)"
+      ;;
+    olm)
+      "$ROOT/hack/tools.sh" olm
+      dir="$(context olm)"
+      root_files "$dir/rootfs"
+      mkdir -p "$dir/rootfs/bin"
+      cp "$BIN/olm" "$BIN/catalog" "$BIN/cpb" "$BIN/copy-content" /bin/busybox "$dir/rootfs/bin/"
+      ln -s busybox "$dir/rootfs/bin/cp"
+      build_image olm "$ROOT/hack/images/olm/Dockerfile" "$dir" \
+        "$(cd "$dir/rootfs/bin" && sha256sum olm catalog cpb copy-content busybox | sha256sum | cut -c1-32)"
       ;;
     catalog)
       build_one opm
@@ -230,10 +250,20 @@ build_one() {
       root_files "$dir/rootfs"
       mkdir -p "$dir/rootfs/bin"
       cp /bin/busybox "$dir/rootfs/bin/busybox"
-      for file in sh cat echo head tr dd nc nslookup sleep printf grep sed wc id touch; do
+      for file in sh cat echo head tr dd nc nslookup sleep printf grep sed wc id touch tar gzip; do
         ln -s busybox "$dir/rootfs/bin/$file"
       done
       build_image busybox "$ROOT/hack/images/busybox/Dockerfile" "$dir" "$(sha256sum </bin/busybox)"
+      ;;
+    scorecard-test)
+      "$ROOT/hack/tools.sh" operator-sdk
+      dir="$(context scorecard-test)"
+      root_files "$dir/rootfs"
+      echo "scorecard-test:x:1001:0:scorecard-test user:/opt/scorecard-test:/sbin/nologin" >>"$dir/rootfs/etc/passwd"
+      mkdir -p "$dir/rootfs/opt/scorecard-test"
+      cp "$BIN/scorecard-test" "$dir/scorecard-test"
+      build_image scorecard-test "$ROOT/hack/images/scorecard-test/Dockerfile" "$dir" \
+        "$(sha256sum <"$dir/scorecard-test")"
       ;;
     *) die "unknown image '$name' (known: ${ALL_IMAGES[*]})" ;;
   esac

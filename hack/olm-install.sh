@@ -3,10 +3,17 @@
 # cluster does: through the real OLM v0 and a Subscription to a catalog. `make run` and the
 # end-to-end tests through OLM (tests/olm) both install this way.
 #
-# Usage: hack/olm-install.sh start    start the test kit's node agent as the cluster's one
-#                                     node (pods run as local processes:
+# Usage: hack/olm-install.sh start    on a real node (the control plane started with
+#                                     NODE=kubelet): build and push the images (hack/images.sh),
+#                                     run OLM in the cluster (hack/olm.sh) with the catalog
+#                                     image as the CatalogSource's `image`, so that OLM runs
+#                                     its registry pod and unpacks the bundle image itself,
+#                                     and point RELATED_IMAGE_MEMCACHED at the memcached
+#                                     stand-in through the Subscription's `config.env`;
+#                                     otherwise start the test kit's node agent as the
+#                                     cluster's one node (pods run as local processes:
 #                                     docs/local-cluster.md), OLM (hack/olm.sh), and
-#                                     `opm serve` of the catalog; subscribe (a CatalogSource in
+#                                     `opm serve` of the catalog. Then subscribe (a CatalogSource in
 #                                     olm, an AllNamespaces OperatorGroup and a Subscription in
 #                                     operators); wait for the bundle-unpack Job, the
 #                                     InstallPlan, a Succeeded CSV, the Deployment's ready
@@ -28,7 +35,8 @@
 #
 # Environment:
 #   CONTROL_PLANE_DIR  the control plane's state directory (default: .local at the root)
-#   CATALOG            the file-based catalog to serve (default: the shipped catalog/)
+#   CATALOG            the file-based catalog to serve (default: the shipped catalog/; on a
+#                      real node only the shipped one, whose image hack/images.sh builds)
 #   PACKAGE            the package to subscribe to (default: memcached-operator)
 #   OPERATOR_BINARY    what the operator image runs (default: target/debug/memcached-operator)
 #   NODE_AGENT         the node agent binary (default: target/debug/node-agent)
@@ -73,6 +81,8 @@ pin() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t { print 
 
 # installplan_settled: whether the InstallPlan is Complete or Failed; a Failed one leaves
 # its conditions' messages in INSTALL_STATE/installplan-failed.
+real_node() { [[ -f "$STATE/node-kind" && "$(<"$STATE/node-kind")" == kubelet ]]; }
+
 installplan_settled() {
   local phase
   phase="$(kubectl get installplans -n "$NAMESPACE" -o 'jsonpath={.items[0].status.phase}' 2>&1)" || true
@@ -86,32 +96,18 @@ installplan_settled() {
   [[ "$phase" == Complete ]]
 }
 
-start() {
-  local name running=()
-  for name in "${COMPONENTS[@]}"; do
-    [[ -z "$(pid_of "$name")" ]] || running+=("$name")
-  done
-  if ((${#running[@]})) || [[ -d "$RUN" ]]; then
-    log "cleaning up a previous install's processes first"
-    stop >/dev/null
-  fi
-  [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]] ||
-    die "the local control plane in $STATE is not running: start it with hack/control-plane.sh start"
+# start_node_agent_and_opm: the node agent as the cluster's node, OLM as processes, and
+# `opm serve` of CATALOG on a free port (OPM_PORT).
+start_node_agent_and_opm() {
   for built in "$OPERATOR_BINARY" "$NODE_AGENT"; do
     [[ -x "$built" ]] || die "$built is missing: run make build"
   done
-  [[ -f "$CATALOG/$PACKAGE/package.yaml" ]] || die "$CATALOG holds no package $PACKAGE"
-  local channel
-  channel="$(awk '$1 == "defaultChannel:" { print $2; exit }' "$CATALOG/$PACKAGE/package.yaml")"
-  [[ -n "$channel" ]] || die "$CATALOG/$PACKAGE/package.yaml names no defaultChannel"
-
   "$ROOT/hack/tools.sh" olm opm memcached
   # One place for the two image names: catalog puts them in bundle-unpack Jobs (hack/olm.sh
   # reads these variables) and the node agent's image table maps them to .tools/bin.
   export OLM_UTIL_IMAGE="${OLM_UTIL_IMAGE:-quay.io/operator-framework/olm:$(pin olm)}"
   export OLM_OPM_IMAGE="${OLM_OPM_IMAGE:-quay.io/operator-framework/opm:$(pin opm)}"
 
-  mkdir -p "$BIN" "$RUN" "$LOGS" "$INSTALL_STATE/images.d"
   ln -sfn "$NODE_AGENT" "$BIN/node-agent"
   ln -sfn "$ROOT/.tools/bin/opm" "$BIN/opm"
   SECONDS=0
@@ -133,19 +129,52 @@ start() {
   WAITING_ON=node-agent step "Node $NODE_NAME to be Ready and schedulable" jsonpath_is "True/" \
     node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints[*].key}'
 
-  local opm_port pprof_port
-  opm_port="$(free_port)"
+  local pprof_port
+  OPM_PORT="$(free_port)"
   pprof_port="$(free_port)"
-  log "serving $CATALOG with opm on 127.0.0.1:$opm_port (log: $LOGS/opm.log)"
+  log "serving $CATALOG with opm on 127.0.0.1:$OPM_PORT (log: $LOGS/opm.log)"
   mkdir -p "$INSTALL_STATE/opm-tmp"
-  TMPDIR="$INSTALL_STATE/opm-tmp" launch opm serve "$CATALOG" -p "$opm_port" \
+  TMPDIR="$INSTALL_STATE/opm-tmp" launch opm serve "$CATALOG" -p "$OPM_PORT" \
     --pprof-addr "127.0.0.1:$pprof_port" -t "$INSTALL_STATE/opm-termination.log"
+}
+
+start() {
+  local name running=()
+  for name in "${COMPONENTS[@]}"; do
+    [[ -z "$(pid_of "$name")" ]] || running+=("$name")
+  done
+  if ((${#running[@]})) || [[ -d "$RUN" ]]; then
+    log "cleaning up a previous install's processes first"
+    stop >/dev/null
+  fi
+  [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]] ||
+    die "the local control plane in $STATE is not running: start it with hack/control-plane.sh start"
+  [[ -f "$CATALOG/$PACKAGE/package.yaml" ]] || die "$CATALOG holds no package $PACKAGE"
+  local channel source env=""
+  channel="$(awk '$1 == "defaultChannel:" { print $2; exit }' "$CATALOG/$PACKAGE/package.yaml")"
+  [[ -n "$channel" ]] || die "$CATALOG/$PACKAGE/package.yaml names no defaultChannel"
+  mkdir -p "$BIN" "$RUN" "$LOGS" "$INSTALL_STATE/images.d"
+  if real_node; then
+    [[ "$(realpath "$CATALOG")" == "$ROOT/catalog" ]] ||
+      die "on a real node the catalog is the image of the shipped catalog/, not $CATALOG"
+    "$ROOT/hack/images.sh" build operator bundle catalog memcached
+    SECONDS=0
+    DEADLINE=$TIMEOUT
+    # From here on a failure (set -e exits) stops whatever did start.
+    trap 'log "start failed; stopping what was started (logs in $LOGS)"; stop >/dev/null 2>&1 || true' EXIT
+    "$ROOT/hack/olm.sh" start
+    source="image: $("$ROOT/hack/images.sh" reference catalog), grpcPodConfig: {securityContextConfig: restricted}"
+    env="config: {env: [{name: RELATED_IMAGE_MEMCACHED, value: \"$("$ROOT/hack/images.sh" reference memcached)\"}]}"
+  else
+    start_node_agent_and_opm
+    source="address: \"127.0.0.1:$OPM_PORT\""
+  fi
 
   kubectl apply -f - >&2 <<EOF
 apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
 metadata: {name: $PACKAGE, namespace: olm}
-spec: {sourceType: grpc, address: "127.0.0.1:$opm_port", displayName: "$PACKAGE ($(basename "$CATALOG")/)"}
+spec: {sourceType: grpc, $source, displayName: "$PACKAGE ($(basename "$CATALOG")/)"}
 ---
 apiVersion: operators.coreos.com/v1
 kind: OperatorGroup
@@ -154,12 +183,12 @@ metadata: {name: global-operators, namespace: $NAMESPACE}
 apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
 metadata: {name: $PACKAGE, namespace: $NAMESPACE}
-spec: {channel: $channel, name: $PACKAGE, source: $PACKAGE, sourceNamespace: olm}
+spec: {channel: $channel, name: $PACKAGE, source: $PACKAGE, sourceNamespace: olm${env:+, $env}}
 EOF
 
   WAITING_ON=opm step "the CatalogSource to be READY" jsonpath_is READY catalogsource -n olm \
     "$PACKAGE" -o 'jsonpath={.status.connectionState.lastObservedState}'
-  WAITING_ON=node-agent step "the bundle-unpack Job in olm to complete (its pod runs on the node agent)" \
+  WAITING_ON=node-agent step "the bundle-unpack Job in olm to complete (its pod runs on the node)" \
     jsonpath_is True jobs -n olm -l operatorframework.io/bundle-unpack-ref \
     -o 'jsonpath={.items[0].status.conditions[?(@.type=="Complete")].status}'
   step "the InstallPlan to be Complete" installplan_settled
@@ -168,7 +197,7 @@ EOF
   local csv deployment replicas csv_done
   csv="$(kubectl get subscription -n "$NAMESPACE" "$PACKAGE" -o 'jsonpath={.status.installedCSV}')"
   [[ -n "$csv" ]] || die "Subscription $PACKAGE names no installedCSV"
-  WAITING_ON=node-agent step "ClusterServiceVersion $csv to be Succeeded (its Deployment's pods run on the node agent)" \
+  WAITING_ON=node-agent step "ClusterServiceVersion $csv to be Succeeded (its Deployment's pods run on the node)" \
     jsonpath_is Succeeded csv -n "$NAMESPACE" "$csv" -o 'jsonpath={.status.phase}'
   csv_done="$(since)"
   deployment="$(kubectl get deployments -n "$NAMESPACE" -l "olm.owner=$csv" -o 'jsonpath={.items[0].metadata.name}')"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs OLM v0 (the olm and catalog operators that `hack/tools.sh olm` builds) on the local
-# control plane of hack/control-plane.sh, as two background processes on this machine.
+# control plane of hack/control-plane.sh: on a real node (NODE=kubelet) as a cluster runs it,
+# its own Deployments from its release manifest; otherwise as two background processes on
+# this machine.
 #
 # Usage: hack/olm.sh start    install OLM's CRDs (server-side apply), the namespaces olm and
 #                             operators and the OLMConfig `cluster`, then start olm and
@@ -10,7 +12,14 @@
 #                             does this too); what start installed stays in the cluster
 #        hack/olm.sh status   say what runs; exit 0 when both run, else 1
 #
-# This is OLM as its release manifests install it, less the packageserver (the
+# On a real node: OLM's release manifest, rendered from the pinned module's chart as its
+# release is (deploy/chart with deploy/upstream/values.yaml, copied into .tools/olm/), applied
+# after its CRDs, less packageserver's CSV (the packages API) and the operatorhub.io
+# CatalogSource (no internet here), with the olm and opm images built here (hack/images.sh)
+# named by tag instead of upstream's digests, which a rebuild cannot match. start waits for
+# both Deployments; stop deletes nothing (the control plane's stop ends the pods).
+#
+# As processes: this is OLM as its release manifests install it, less the packageserver (the
 # packages.operators.coreos.com API), the global-operators OperatorGroup and the community
 # catalog: subscribing takes a CatalogSource and an OperatorGroup of your own. Both
 # processes use the control plane's admin kubeconfig, and the namespace olm.
@@ -68,6 +77,8 @@ die() { printf 'olm: error: %s\n' "$*" >&2; exit 1; }
 
 # shellcheck source=hack/lib/daemons.sh
 source "$ROOT/hack/lib/daemons.sh"
+# shellcheck source=hack/lib/steps.sh
+source "$ROOT/hack/lib/steps.sh"
 
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
 
@@ -110,6 +121,52 @@ catalog_healthy() {
 }
 
 control_plane_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
+real_node() { [[ -f "$STATE/node-kind" && "$(<"$STATE/node-kind")" == kubelet ]]; }
+
+# release_manifest OLM-IMAGE OPM-IMAGE: OLM's release manifest as its release renders it
+# (scripts/package_release.sh: `helm template` of deploy/chart with deploy/upstream/values.yaml,
+# the olm image for olm, catalog and packageserver, catalog's --opmImage), less
+# packageserver's ClusterServiceVersion and the operatorhub.io CatalogSource.
+release_manifest() {
+  cat >"$OLM_STATE/values.yaml" <<EOF
+olm: {image: {ref: "$1"}}
+catalog: {image: {ref: "$1"}, opmImageArgs: "--opmImage=$2"}
+package: {image: {ref: "$1"}}
+EOF
+  "$BIN/helm" template olm "$ROOT/.tools/olm/chart" -f "$ROOT/.tools/olm/values.yaml" \
+    -f "$OLM_STATE/values.yaml" | python3 -c '
+import re, sys
+docs = re.split(r"^---[^\n]*$", sys.stdin.read(), flags=re.M)
+drop = ("ClusterServiceVersion", "CatalogSource")
+kept = [d for d in docs if d.strip() and not any(re.search(r"^kind:\s*%s\s*$" % k, d, flags=re.M) for k in drop)]
+print("\n---".join(kept))'
+}
+
+deployments_available() {
+  [[ "$(kubectl get deployments -n "$NAMESPACE" olm-operator catalog-operator \
+    -o 'jsonpath={.items[*].status.availableReplicas}' 2>/dev/null)" == "1 1" ]]
+}
+
+start_in_cluster() {
+  local t0=$EPOCHREALTIME util_image opm_image
+  SECONDS=0
+  DEADLINE=$TIMEOUT
+  control_plane_ready ||
+    die "the local control plane in $STATE is not running: start it with NODE=kubelet hack/control-plane.sh start"
+  "$ROOT/hack/tools.sh" olm helm
+  "$ROOT/hack/images.sh" build olm opm
+  mkdir -p "$OLM_STATE"
+  util_image="$("$ROOT/hack/images.sh" reference olm)"
+  opm_image="$("$ROOT/hack/images.sh" reference opm)"
+  install_objects
+  log "applying OLM's release manifest (its chart rendered with images $util_image and $opm_image)"
+  release_manifest "$util_image" "$opm_image" |
+    kubectl apply --server-side --field-manager=hack-olm -f - >/dev/null
+  wait_for "OLM's olm-operator and catalog-operator Deployments to be available" deployments_available
+  local elapsed
+  elapsed="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+  log "ready in ${elapsed}s: olm-operator and catalog-operator in namespace $NAMESPACE (pods on the node)"
+}
 
 # sign_catalog_certificate: catalog's serving certificate, signed by the control plane's CA.
 sign_catalog_certificate() {
@@ -167,6 +224,10 @@ launch_catalog() {
 }
 
 start() {
+  if real_node; then
+    start_in_cluster
+    return
+  fi
   local name running=() owner port t0=$EPOCHREALTIME
   for name in "${COMPONENTS[@]}"; do
     [[ -z "$(pid_of "$name")" ]] || running+=("$name")

