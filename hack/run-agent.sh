@@ -58,6 +58,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 kubectl() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --cache-dir "$tmp/kubectl-cache" "$@"; }
+# shellcheck source=hack/lib/samples.sh
+source "$ROOT/hack/lib/samples.sh"
 
 # agent_runs: whether hack/olm-install.sh's node agent still runs.
 # (Its pid file, not `olm-install.sh status`, which also asks OLM and the API server: this
@@ -66,24 +68,8 @@ agent_runs() {
   local pid
   pid="$(cat "$STATE/install/run/node-agent.pid" 2>/dev/null)" && kill -0 "$pid" 2>/dev/null
 }
+still_running() { agent_runs || { say "the node agent exited; see $LOGS/node-agent.log"; return 1; }; }
 
-# wait_until WHAT COMMAND...: polls COMMAND (every 0.5 s) until it succeeds, at most TIMEOUT
-# seconds; says what it waits for, and what it saw last when it gives up.
-wait_until() {
-  local what="$1" start=$SECONDS
-  shift
-  say "waiting for $what"
-  until "$@" >"$tmp/last" 2>&1; do
-    if ((SECONDS - start >= TIMEOUT)); then
-      say "timed out after ${TIMEOUT}s waiting for $what; last check said:"
-      sed 's/^/    /' "$tmp/last" >&2
-      exit 1
-    fi
-    agent_runs || { say "the node agent exited; see $LOGS/node-agent.log"; exit 1; }
-    sleep 0.5
-  done
-  say "$what: done at $(since)s"
-}
 
 "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$STATE/kubeconfig"
@@ -95,31 +81,13 @@ NODE_STATE="$(value NODE_STATE)"
 csv_done="$(since)"
 kubectl apply -k "$ROOT/config/samples"
 
-# memcacheds_available: every Memcached has Available=True and status.servers.
-memcacheds_available() {
-  kubectl get memcacheds -A -o json | python3 -c '
-import json, sys
-items = json.load(sys.stdin)["items"]
-bad = []
-for m in items:
-    st = m.get("status") or {}
-    ok = any(c.get("type") == "Available" and c.get("status") == "True" for c in st.get("conditions") or [])
-    if not (ok and st.get("servers")):
-        bad.append("%s/%s" % (m["metadata"]["namespace"], m["metadata"]["name"]))
-print("not yet Available with servers: " + (", ".join(bad) or "none"))
-sys.exit(1 if bad or not items else 0)'
-}
 wait_until "every Memcached to be Available with its servers (memcached pods run on the node agent)" \
   memcacheds_available
 all_done="$(since)"
 
 # What to look at: the servers by their pod IPs and Services by their ClusterIPs (the
 # servers' DNS names do not resolve on this machine).
-servers="$(kubectl get memcacheds -A -o json | python3 -c '
-import json, subprocess, sys
-for m in json.load(sys.stdin)["items"]:
-    print("%s/%s: %s" % (m["metadata"]["namespace"], m["metadata"]["name"], " ".join(m["status"]["servers"])))
-')"
+servers="$(memcached_servers)"
 pods="$(kubectl get pods -A -l app.kubernetes.io/name=memcached \
   -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.status.podIP}{"\n"}{end}')"
 # (The operator's memcached Services are headless: no ClusterIP to print.)

@@ -48,23 +48,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 kubectl() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --cache-dir "$tmp/kubectl-cache" "$@"; }
+# shellcheck source=hack/lib/samples.sh
+source "$ROOT/hack/lib/samples.sh"
 
-# wait_until WHAT COMMAND...: polls COMMAND (every 0.5 s) until it succeeds, at most TIMEOUT
-# seconds; says what it waits for, and what it saw last when it gives up.
-wait_until() {
-  local what="$1" start=$SECONDS
-  shift
-  say "waiting for $what"
-  until "$@" >"$tmp/last" 2>&1; do
-    if ((SECONDS - start >= TIMEOUT)); then
-      say "timed out after ${TIMEOUT}s waiting for $what; last check said:"
-      sed 's/^/    /' "$tmp/last" >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
-  say "$what: done at $(since)s"
-}
 
 NODE=kubelet "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$STATE/kubeconfig"
@@ -76,29 +62,11 @@ csv_done="$(since)"
 
 kubectl apply -k "$ROOT/config/samples"
 
-# memcacheds_available: every Memcached has Available=True and status.servers.
-memcacheds_available() {
-  kubectl get memcacheds -A -o json | python3 -c '
-import json, sys
-items = json.load(sys.stdin)["items"]
-bad = []
-for m in items:
-    st = m.get("status") or {}
-    ok = any(c.get("type") == "Available" and c.get("status") == "True" for c in st.get("conditions") or [])
-    if not (ok and st.get("servers")):
-        bad.append("%s/%s" % (m["metadata"]["namespace"], m["metadata"]["name"]))
-print("not yet Available with servers: " + (", ".join(bad) or "none"))
-sys.exit(1 if bad or not items else 0)'
-}
 wait_until "every Memcached to be Available with its servers (memcached pods on the node)" \
   memcacheds_available
 all_done="$(since)"
 
-servers="$(kubectl get memcacheds -A -o json | python3 -c '
-import json, sys
-for m in json.load(sys.stdin)["items"]:
-    print("%s/%s: %s" % (m["metadata"]["namespace"], m["metadata"]["name"], " ".join(m["status"]["servers"])))
-')"
+servers="$(memcached_servers)"
 first="$(kubectl get memcacheds -A -o 'jsonpath={.items[0].metadata.namespace} {.items[0].status.servers[0]}')"
 read -r first_namespace first_server <<<"$first"
 client_image="$("$ROOT/hack/images.sh" reference busybox)"

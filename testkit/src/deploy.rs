@@ -1,6 +1,6 @@
 //! Installs the operator on a local control plane the way a cluster without OLM does, through
 //! `hack/deploy.sh` (what `make deploy` runs): cert-manager's controller and cainjector, and
-//! `config/default` applied. On a control plane with a real node ([`deploy_on_real_node`])
+//! `config/default` applied. On a control plane with a real node ([`Target::RealNode`])
 //! the images are built from the shipped Dockerfiles and pulled by containerd; otherwise the
 //! node agent is the one node ([`deploy`]; `node_pods` finds its pods' logs and processes).
 //! `undeploy` deletes it again.
@@ -11,7 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::control_plane::ControlPlane;
+use kube::Client;
+
+use crate::control_plane::{ControlPlane, Node};
 use crate::install_script::{self, ScriptError, require_built};
 use crate::repository;
 
@@ -35,22 +37,49 @@ pub struct Deployed {
     pub ready_after: Duration,
 }
 
-/// Deploys `config/default` on `plane` with the operator binary given and the repository's
-/// node agent, and waits until the operator's webhooks answer. Blocks; from async code call it
-/// through `spawn_blocking`.
-pub fn deploy(plane: &ControlPlane, operator_binary: &Path) -> Result<Deployed, ScriptError> {
-    let node_agent = repository::built_binary("node-agent");
-    let operator_binary = operator_binary.to_path_buf();
-    require_built([&operator_binary, &node_agent])?;
-    let report = install_script::run(
-        plane,
-        SCRIPT,
-        "start",
-        [
-            ("OPERATOR_BINARY", &operator_binary),
-            ("NODE_AGENT", &node_agent),
-        ],
-    )?;
+/// The node `config/default` is deployed on.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    /// The node agent, whose operator image runs this binary.
+    NodeAgent(&'a Path),
+    /// A real node ([`Node::Kubelet`]): the operator and memcached images are built and pushed
+    /// first, and the operand's image is the Debian memcached stand-in (`hack/node/deploy`).
+    RealNode,
+}
+
+impl Target<'_> {
+    /// The kind of node the control plane starts with.
+    fn node(self) -> Node {
+        match self {
+            Target::NodeAgent(_) => Node::None,
+            Target::RealNode => Node::Kubelet,
+        }
+    }
+}
+
+/// Deploys `config/default` on `plane`, whose node is `target`'s, and waits until the
+/// operator's webhooks answer. Blocks; from async code call it through `spawn_blocking`.
+pub fn deploy(plane: &ControlPlane, target: Target<'_>) -> Result<Deployed, ScriptError> {
+    let report = match target {
+        Target::NodeAgent(operator_binary) => {
+            let node_agent = repository::built_binary("node-agent");
+            let operator_binary = operator_binary.to_path_buf();
+            require_built([&operator_binary, &node_agent])?;
+            install_script::run(
+                plane,
+                SCRIPT,
+                "start",
+                [
+                    ("OPERATOR_BINARY", &operator_binary),
+                    ("NODE_AGENT", &node_agent),
+                ],
+            )?
+        }
+        Target::RealNode => {
+            let no_env: [(&str, &str); 0] = [];
+            install_script::run(plane, SCRIPT, "start", no_env)?
+        }
+    };
     Ok(Deployed {
         namespace: report.value("NAMESPACE")?,
         deployment: report.value("DEPLOYMENT")?,
@@ -61,21 +90,24 @@ pub fn deploy(plane: &ControlPlane, operator_binary: &Path) -> Result<Deployed, 
     })
 }
 
-/// Deploys `config/default` on `plane`, whose node is real ([`crate::control_plane::Node::Kubelet`]):
-/// the operator and memcached images are built and pushed first, and the operand's image is
-/// the Debian memcached stand-in (`hack/node/deploy`). Waits until the webhooks answer.
-/// Blocks; from async code call it through `spawn_blocking`.
-pub fn deploy_on_real_node(plane: &ControlPlane) -> Result<Deployed, ScriptError> {
-    let no_env: [(&str, &str); 0] = [];
-    let report = install_script::run(plane, SCRIPT, "start", no_env)?;
-    Ok(Deployed {
-        namespace: report.value("NAMESPACE")?,
-        deployment: report.value("DEPLOYMENT")?,
-        certificate: report.value("CERTIFICATE")?,
-        secret: report.value("SECRET")?,
-        node_state: PathBuf::from(report.value("NODE_STATE")?),
-        ready_after: report.seconds("READY_SECONDS")?,
+/// Starts a control plane with `target`'s node and deploys on it, from async code; returns the
+/// plane, an admin client and what was deployed, or which step failed, for a scenario runner.
+pub async fn start_and_deploy(
+    target: Target<'static>,
+) -> Result<(ControlPlane, Client, Deployed), String> {
+    let (plane, client) = ControlPlane::start_as_with_client(target.node()).await?;
+    let (plane, deployed) = tokio::task::spawn_blocking(move || {
+        let deployed = deploy(&plane, target);
+        (plane, deployed)
     })
+    .await
+    .map_err(|e| format!("make deploy did not finish: {e}"))?;
+    let deployed = deployed.map_err(|e| e.to_string())?;
+    eprintln!(
+        "deployed config/default with cert-manager: webhooks answering after {:.1} s",
+        deployed.ready_after.as_secs_f64()
+    );
+    Ok((plane, client, deployed))
 }
 
 /// Deletes everything `config/default` made on `plane` (`make undeploy`) and waits until it

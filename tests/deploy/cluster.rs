@@ -3,6 +3,7 @@
 //! the helpers the scenarios share to look at the certificates: what the Secret holds, what
 //! each caBundle holds, what each replica serves.
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -18,7 +19,7 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use testkit::client::TlsClient;
 use testkit::control_plane::ControlPlane;
-use testkit::deploy::{Deployed, deploy};
+use testkit::deploy::{Deployed, Target, start_and_deploy};
 use testkit::pki::serial_of;
 
 pub use testkit::scenarios::eventually;
@@ -62,18 +63,8 @@ pub struct Issued {
 impl Env {
     /// Starts the control plane and deploys `config/default` with cert-manager.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client) = ControlPlane::start_with_client().await?;
-        let (plane, deployed) = tokio::task::spawn_blocking(move || {
-            let deployed = deploy(&plane, std::path::Path::new(OPERATOR));
-            (plane, deployed)
-        })
-        .await
-        .map_err(|e| format!("make deploy did not finish: {e}"))?;
-        let deployed = deployed.map_err(|e| e.to_string())?;
-        eprintln!(
-            "deployed config/default with cert-manager: webhooks answering after {:.1} s",
-            deployed.ready_after.as_secs_f64()
-        );
+        let (plane, client, deployed) =
+            start_and_deploy(Target::NodeAgent(Path::new(OPERATOR))).await?;
         Ok(Env {
             client,
             deployed,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
-use testkit::control_plane::{ControlPlane, Node};
-use testkit::deploy::{Deployed, deploy_on_real_node};
+use testkit::control_plane::ControlPlane;
+use testkit::deploy::{Deployed, Target, start_and_deploy};
 use testkit::repository;
 
 pub use testkit::scenarios::eventually;
@@ -30,18 +30,7 @@ pub struct Env {
 impl Env {
     /// Starts the control plane with a real node and deploys `config/default` on it.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client) = ControlPlane::start_as_with_client(Node::Kubelet).await?;
-        let (plane, deployed) = tokio::task::spawn_blocking(move || {
-            let deployed = deploy_on_real_node(&plane);
-            (plane, deployed)
-        })
-        .await
-        .map_err(|e| format!("make deploy did not finish: {e}"))?;
-        let deployed = deployed.map_err(|e| e.to_string())?;
-        eprintln!(
-            "deployed config/default on the real node: webhooks answering after {:.1} s",
-            deployed.ready_after.as_secs_f64()
-        );
+        let (plane, client, deployed) = start_and_deploy(Target::RealNode).await?;
         Ok(Env {
             client,
             deployed,
