@@ -49,7 +49,8 @@ clippy:
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
 ## the operator's (e2e), the operator installed with `make deploy` and the real cert-manager
 ## (deploy) and through the real OLM (olm), both on the node agent, the node agent's, and the
-## real node's (node: kubelet, containerd, the images built from the shipped Dockerfiles).
+## real node's (node: kubelet, containerd, the images built from the shipped Dockerfiles),
+## and then that its control plane's stop left nothing on the machine.
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
@@ -58,6 +59,8 @@ test-rust: test-tools
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(CARGO) test --locked -p testkit --test node_agent -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored
+	@echo "hack/node.sh leftovers  # what the node suite's control plane left on this machine"
+	@hack/node.sh leftovers || { echo "hack/control-plane.sh stop left the above behind"; exit 1; }
 
 ## test: everything CI runs.
 test: lint deny test-rust validate fuzz-smoke

@@ -13,6 +13,10 @@
 #        hack/node.sh stop           every container, mount, cgroup and process of the node
 #        hack/node.sh network-down   everything network-up and kube-proxy and kubelet added
 #        hack/node.sh status         say what runs
+#        hack/node.sh leftovers      list what of a node is left on this machine (its
+#                                    processes, container processes, mounts, cgroups,
+#                                    interfaces, firewall chains, socket directory); exit 1
+#                                    when anything is: `make test` runs it after tests/node
 #
 # Files under the control plane's state directory (CONTROL_PLANE_DIR, default .local): kubelet-node/
 # (containerd's root, kubelet's root, pod logs, CNI configuration and IP allocations, configs),
@@ -458,6 +462,30 @@ stop() {
   report_stopped "${stopped[@]}"
 }
 
+# leftovers: what any node of this project left on the machine, one line each.
+leftovers() {
+  local pid exe name
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || continue
+    [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || continue
+    for name in kubelet kube-proxy containerd containerd-shim-runc-v2; do
+      [[ "$exe" != "$(readlink -f "$BIN/$name")" ]] || echo "process $pid: $exe"
+    done
+  done
+  find /sys/fs/cgroup/*/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u |
+    sed 's/^/process in a kubepods cgroup: /'
+  find /sys/fs/cgroup/*/kubepods -maxdepth 0 -type d 2>/dev/null | sed 's/^/cgroup: /'
+  awk '$5 ~ /kubelet-node|memcached-operator-node/ { print "mount: " $5 }' /proc/self/mountinfo
+  ip -o link show "$NODE_BRIDGE" 2>/dev/null | awk '{ print "interface: " $2 }'
+  ip -o link show master "$NODE_BRIDGE" 2>/dev/null | awk '{ print "interface: " $2 }'
+  for cmd in iptables ip6tables; do
+    command -v "$cmd-save" >/dev/null || continue
+    "$cmd-save" 2>/dev/null | awk -v c="$cmd" '/^:(KUBE-|MEMCACHED-)/ { print c " chain: " substr($1, 2) }'
+  done
+  [[ ! -e "$NODE_SOCKETS" ]] || echo "directory: $NODE_SOCKETS"
+  ip route show "$NODE_SERVICE_CIDR" 2>/dev/null | sed 's/^/route: /'
+}
+
 status() {
   local all=0
   print_processes 24 "${COMPONENTS[@]}" || all=1
@@ -476,7 +504,11 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  leftovers)
+    left="$(leftovers)"
+    [[ -z "$left" ]] || { printf '%s\n' "$left"; exit 1; }
+    ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 network-up|start|stop|network-down|status (try --help)" ;;
+  *) die "usage: $0 network-up|start|stop|network-down|status|leftovers (try --help)" ;;
 esac
 exit
