@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod api;
 pub mod controller;
+pub mod flag_bounds;
 pub mod listener;
 pub mod manager;
 pub mod operator;

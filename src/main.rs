@@ -179,4 +179,39 @@ mod tests {
             std::time::Duration::from_millis(250)
         );
     }
+
+    /// A bad duration or size flag is refused at parsing, with the flag's name: a Lease
+    /// records whole seconds (900ms would be written as 0, which the other replica reads as
+    /// expired), and zero periods, timeouts or body limits would stop the operator working.
+    #[test]
+    fn bad_duration_and_size_flags_are_refused_naming_the_flag() {
+        for (flag, value, says) in [
+            ("--lease-duration", "900ms", "whole number of seconds"),
+            ("--retry-period", "0s", "shorter than"),
+            ("--renew-deadline", "0s", "shorter than"),
+            ("--cert-poll-interval", "0s", "shorter than"),
+            ("--request-timeout", "0s", "shorter than"),
+            ("--max-request-bytes", "0", "smaller than"),
+        ] {
+            let refused = Cli::try_parse_from(["memcached-operator", "run", flag, value])
+                .map(|_| ())
+                .expect_err(flag)
+                .to_string();
+            assert!(
+                refused.contains(flag) && refused.contains(says),
+                "{flag} {value}: {refused}"
+            );
+        }
+        let accepted = Cli::try_parse_from([
+            "memcached-operator",
+            "run",
+            "--lease-duration",
+            "2s",
+            "--renew-deadline",
+            "1s",
+            "--retry-period",
+            "100ms",
+        ]);
+        assert!(accepted.is_ok(), "{:?}", accepted.err());
+    }
 }

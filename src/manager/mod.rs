@@ -79,15 +79,15 @@ pub struct RunArgs {
     pub lease_name: String,
 
     /// How long other replicas wait before taking over an unrenewed lease.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = crate::flag_bounds::lease_duration)]
     pub lease_duration: Duration,
 
     /// How long the leader keeps trying to renew before it stops reconciling.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::flag_bounds::duration)]
     pub renew_deadline: Duration,
 
     /// How often to try to acquire or renew the lease.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::flag_bounds::duration)]
     pub retry_period: Duration,
 
     /// Time reconciliations in flight get to finish after SIGTERM or SIGINT before they are

@@ -65,7 +65,7 @@ pub struct ServerArgs {
     pub cert_root: PathBuf,
 
     /// How often the certificate files are read again, besides watching them.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::flag_bounds::duration)]
     pub cert_poll_interval: Duration,
 
     /// Serve a renewed certificate only once the API server's CA bundles (read from this
@@ -88,11 +88,11 @@ pub struct ServerArgs {
     pub enable_http2: bool,
 
     /// Largest request body accepted, in bytes; larger ones get 413.
-    #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
+    #[arg(long, default_value_t = DEFAULT_MAX_REQUEST_BYTES, value_parser = crate::flag_bounds::request_bytes)]
     pub max_request_bytes: usize,
 
     /// Time allowed to receive a request and answer it; slower ones get 408.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::flag_bounds::duration)]
     pub request_timeout: Duration,
 
     /// After SIGTERM or SIGINT, how long the server still accepts connections and answers,
