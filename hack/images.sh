@@ -159,8 +159,10 @@ operator_binary() {
     for var in $(compgen -e | grep -E '^(CARGO_(MANIFEST_|PKG_|CRATE_|BIN_|PRIMARY_PACKAGE|TARGET_TMPDIR|RUSTC_CURRENT_DIR)|OUT_DIR$)'); do
       unset "$var"
     done
+    # In the repository's target/ whatever CARGO_TARGET_DIR says: the Dockerfile copies it
+    # from there, inside the build context.
     cd "$ROOT" && CC_x86_64_unknown_linux_musl=musl-gcc cargo build --locked --release \
-      --target "$MUSL_TARGET" -p memcached-operator
+      --target "$MUSL_TARGET" --target-dir "$ROOT/target" -p memcached-operator
   )
 }
 
