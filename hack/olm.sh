@@ -158,7 +158,7 @@ start_in_cluster() {
   mkdir -p "$OLM_STATE"
   util_image="$("$ROOT/hack/images.sh" reference olm)"
   opm_image="$("$ROOT/hack/images.sh" reference opm)"
-  install_objects
+  install_crds
   log "applying OLM's release manifest (its chart rendered with images $util_image and $opm_image)"
   release_manifest "$util_image" "$opm_image" |
     kubectl apply --server-side --field-manager=hack-olm -f - >/dev/null
@@ -183,8 +183,8 @@ sign_catalog_certificate() {
   rm -f "$PKI/catalog.ext"
 }
 
-# install_objects: OLM's CRDs, established, then its namespaces and the OLMConfig.
-install_objects() {
+# install_crds: OLM's CRDs, applied and established.
+install_crds() {
   local crd count
   count="$(find "$CRDS" -name '*.yaml' | wc -l)"
   log "applying OLM's $count CRDs from $CRDS"
@@ -193,6 +193,12 @@ install_objects() {
     wait_for "CRD $(basename "$crd") to be Established" \
       kubectl wait --for=condition=Established --timeout=1s -f "$crd"
   done
+}
+
+# install_objects: OLM's CRDs, then its namespaces and the OLMConfig (which the release
+# manifest holds on a real node).
+install_objects() {
+  install_crds
   kubectl apply --server-side --field-manager=hack-olm -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Namespace

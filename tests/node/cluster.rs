@@ -149,20 +149,9 @@ pub fn busybox_pod(
 /// The reference of one of the images `hack/images.sh` builds.
 pub fn image_reference(name: &str) -> String {
     let script = repository::hack("images.sh");
-    let output = std::process::Command::new(&script)
-        .args(["reference", name])
-        .output();
-    match output {
-        Ok(output) if output.status.success() => {
-            String::from_utf8_lossy(&output.stdout).trim().to_string()
-        }
-        Ok(output) => panic!(
-            "{} reference {name}: {}",
-            script.display(),
-            String::from_utf8_lossy(&output.stderr)
-        ),
-        Err(error) => panic!("cannot run {}: {error}", script.display()),
-    }
+    host(&script.to_string_lossy(), &["reference", name])
+        .trim()
+        .to_string()
 }
 
 /// Runs `program` with `args` on this machine; returns its standard output, or panics with

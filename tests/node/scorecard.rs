@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use testkit::repository;
 
-use crate::cluster::{Env, image_reference};
+use crate::cluster::{Env, host, image_reference};
 
 /// The tests bundle/tests/scorecard/config.yaml lists.
 const TESTS: usize = 6;
@@ -21,14 +21,7 @@ pub async fn scorecard_passes_every_test_of_the_shipped_configuration(env: Arc<E
     let output = tokio::task::spawn_blocking(move || {
         // A cluster of its own pulls the test image from its registries; this one, from the
         // local registry, where it is built first.
-        let built = Command::new(&images)
-            .args(["build", "scorecard-test"])
-            .status()
-            .expect("hack/images.sh runs");
-        assert!(
-            built.success(),
-            "hack/images.sh build scorecard-test: {built}"
-        );
+        host(&images.to_string_lossy(), &["build", "scorecard-test"]);
         Command::new(&script)
             .env("KUBECONFIG", kubeconfig)
             .env("STORAGE_IMAGE", &busybox)
