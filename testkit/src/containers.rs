@@ -52,6 +52,11 @@ fn read(path: &Path) -> Result<String, ContainerError> {
     })
 }
 
+/// The pod's IP, once the kubelet reported one.
+pub fn pod_ip(pod: &Pod) -> Option<String> {
+    pod.status.as_ref()?.pod_ip.clone()
+}
+
 /// The id containerd knows the running container `container` of `pod` by.
 pub fn container_id(pod: &Pod, container: &str) -> Result<String, ContainerError> {
     let statuses = pod

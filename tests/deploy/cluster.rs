@@ -1,9 +1,8 @@
-//! Sets up what the scenarios run against: a local control plane whose one node is the test
-//! kit's node agent, with cert-manager and `config/default` deployed (`testkit::deploy`), and
+//! Sets up what the scenarios run against: a local control plane with a real node (kubelet,
+//! containerd, the images built from the shipped Dockerfiles), with cert-manager and `config/default` deployed (`testkit::deploy`), and
 //! the helpers the scenarios share to look at the certificates: what the Secret holds, what
 //! each caBundle holds, what each replica serves.
 
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -24,9 +23,6 @@ use testkit::pki::serial_of;
 
 pub use testkit::scenarios::eventually;
 
-/// The operator binary cargo built for these tests: what the operator image runs.
-pub const OPERATOR: &str = env!("CARGO_BIN_EXE_memcached-operator");
-
 /// How long a scenario waits for the cluster to act.
 pub const WAIT: Duration = Duration::from_secs(90);
 
@@ -43,7 +39,7 @@ pub struct Env {
     pub client: Client,
     /// What `make deploy` installed.
     pub deployed: Deployed,
-    /// Drops last: stops the node agent, cert-manager and the control plane.
+    /// Drops last: stops cert-manager, the node and the control plane.
     pub plane: ControlPlane,
 }
 
@@ -63,8 +59,7 @@ pub struct Issued {
 impl Env {
     /// Starts the control plane and deploys `config/default` with cert-manager.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client, deployed) =
-            start_and_deploy(Target::NodeAgent(Path::new(OPERATOR))).await?;
+        let (plane, client, deployed) = start_and_deploy(Target::RealNode).await?;
         Ok(Env {
             client,
             deployed,
@@ -208,4 +203,13 @@ pub fn restarts(pods: &[Pod]) -> Vec<(String, i32)> {
         .collect()
 }
 
-pub use testkit::node_pods::pod_ip;
+pub use testkit::containers::pod_ip;
+
+/// The operator's container in each of its pods.
+pub const MANAGER: &str = "manager";
+
+/// The process id of the operator's container in `pod`, as containerd started it; `None` when
+/// it runs none.
+pub fn operator_process(pod: &Pod) -> Option<u32> {
+    testkit::containers::main_pid(pod, MANAGER).ok()
+}

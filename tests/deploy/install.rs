@@ -2,7 +2,6 @@
 //! the CA into every caBundle, two replicas serve the Secret cert-manager wrote, and the API
 //! server calls all three webhooks through the wiring `config/default` declares.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -11,9 +10,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use memcached_operator::admission::{Defaults, default_spec};
 use memcached_operator::api::{v1alpha1, v1beta1};
 use testkit::cases::{DENIED_BY_VALIDATOR, over_the_memory_limit};
-use testkit::node_pods::pod_processes;
 
-use crate::cluster::{CA_CERTIFICATE, Env, OPERATOR, WAIT, eventually, pod_ip};
+use crate::cluster::{CA_CERTIFICATE, Env, WAIT, eventually, operator_process};
 
 /// cert-manager's Certificate kind.
 pub fn certificates(env: &Env) -> Api<DynamicObject> {
@@ -75,10 +73,9 @@ pub async fn make_deploy_issues_the_certificate_and_wires_every_webhook(env: Arc
     assert_eq!(pods.len(), 2, "{pods:?}");
     let served = env.served_serials(&pods, &ca.ca).await;
     for (pod, serial) in pods.iter().zip(&served) {
-        let ip = pod_ip(pod).expect("a pod IP");
         assert!(
-            !pod_processes(&ip, Path::new(OPERATOR)).is_empty(),
-            "pod {:?} runs the operator on the node agent",
+            operator_process(pod).is_some(),
+            "pod {:?} runs the operator in a container",
             pod.metadata.name
         );
         assert_eq!(

@@ -1,14 +1,14 @@
 //! Proves the operator as users install it without OLM: `make deploy` of `config/default` on
-//! a local control plane whose one node is the test kit's node agent, with the real
-//! cert-manager (controller and cainjector, v1.11.5) issuing the webhooks' certificate from a
-//! CA chain and writing every caBundle. The Deployment runs two replicas on cert-manager's
+//! a local control plane with a real node (kubelet, containerd, the images built from the
+//! shipped Dockerfiles), with the real cert-manager (controller and cainjector, v1.11.5)
+//! issuing the webhooks' certificate from a CA chain and writing every caBundle. The Deployment runs two replicas on cert-manager's
 //! Secret; the API server calls their webhooks through the wiring `config/default` declares.
 //!
 //! One deploy serves every scenario (`testkit::scenarios`), started by the first that runs, in
 //! the order listed: the install, the leaf renewal under a stable CA, the self-signed renewal
 //! where the CA changes with the certificate (with the operator's default of waiting for the
 //! caBundles, then without it), and `make undeploy` last. A plain `cargo test` lists them as
-//! ignored (they need .tools, root and Debian's memcached); `make test` runs them with
+//! ignored (they need .tools and root); `make test` runs them with
 //! `--ignored`.
 
 mod cluster;

@@ -15,9 +15,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams};
 use memcached_operator::api::CRD_NAME;
 use testkit::deploy::undeploy;
-use testkit::node_pods::pod_processes;
 
-use crate::cluster::{Env, MUTATING, OPERATOR, VALIDATING, WAIT, eventually, pod_ip};
+use crate::cluster::{Env, MUTATING, VALIDATING, WAIT, eventually, operator_process};
 
 /// The cluster-scoped objects of kind `K` whose name starts with the operator's.
 async fn names_of_ours<K>(client: &kube::Client) -> Vec<String>
@@ -51,13 +50,13 @@ pub async fn make_undeploy_removes_everything_it_made(env: Arc<Env>) {
         statefulsets.get_opt("left-behind").await.ok().flatten()
     })
     .await;
-    let ips: Vec<String> = env
+    let pids: Vec<u32> = env
         .operator_pods()
         .await
         .iter()
-        .filter_map(pod_ip)
+        .filter_map(operator_process)
         .collect();
-    assert_eq!(ips.len(), 2);
+    assert_eq!(pids.len(), 2, "both replicas run the operator: {pids:?}");
 
     let shared = env.clone();
     let said = tokio::task::spawn_blocking(move || undeploy(&shared.plane))
@@ -103,8 +102,8 @@ pub async fn make_undeploy_removes_everything_it_made(env: Arc<Env>) {
     )
     .await;
     eventually("the operator's processes stopped", WAIT, || async {
-        ips.iter()
-            .all(|ip| pod_processes(ip, Path::new(OPERATOR)).is_empty())
+        pids.iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
             .then_some(())
     })
     .await;
