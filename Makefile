@@ -47,19 +47,18 @@ clippy:
 
 ## test-rust: unit and integration tests of every crate, then the end-to-end tests, which
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
-## the operator's (e2e), the operator installed with `make deploy` and the real cert-manager
-## (deploy) and through the real OLM (olm), both on the node agent, the node agent's, and the
-## real node's (node: kubelet, containerd, the images built from the shipped Dockerfiles),
-## and then that its control plane's stop left nothing on the machine.
+## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
+## images built from the shipped Dockerfiles): installed with `make deploy` and the real
+## cert-manager (deploy), through the real OLM (olm), and the node's own (node); then that
+## the control planes' stops left nothing on the machine.
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
-	$(CARGO) test --locked -p testkit --test node_agent -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored
-	@echo "hack/node.sh leftovers  # what the node suite's control plane left on this machine"
+	@echo "hack/node.sh leftovers  # what the real nodes' control planes left on this machine"
 	@hack/node.sh leftovers || { echo "hack/control-plane.sh stop left the above behind"; exit 1; }
 
 ## test: everything CI runs.
@@ -85,16 +84,16 @@ deny: tool-cargo-deny
 ## run: run the operator. Without KUBECONFIG: installs it through the real OLM on a local
 ## cluster with a real node (kubelet, containerd; the images built from the shipped
 ## Dockerfiles), then the samples, prints how to reach a server by its DNS name, and follows
-## the operator's logs (Ctrl-C stops all); NODE=none: the same on the test kit's node agent.
-## With KUBECONFIG: the operator alone against that cluster.
+## the operator's logs (Ctrl-C stops all). With KUBECONFIG: the operator alone against that
+## cluster.
 run: test-tools
-	@if [ -n "$${KUBECONFIG:-}" ] || [ "$${NODE:-kubelet}" = none ]; then $(MAKE) --no-print-directory build; fi
+	@if [ -n "$${KUBECONFIG:-}" ]; then $(MAKE) --no-print-directory build; fi
 	hack/run.sh
 
-## olm: start the local control plane and OLM v0 on it, in the background (see
-## docs/local-cluster.md); `hack/control-plane.sh stop` stops both.
-olm:
-	hack/control-plane.sh start
+## olm: start the local control plane with a real node and OLM v0 on it, in the background
+## (see docs/local-cluster.md); `hack/control-plane.sh stop` stops both.
+olm: test-tools
+	NODE=kubelet hack/control-plane.sh start
 	hack/olm.sh start
 
 # ==== OLM packaging: images, bundle, catalog, install (generator) ====================
@@ -185,16 +184,16 @@ uninstall: tool-kustomize
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 ## deploy / undeploy: everything in config/default, with cert-manager issuing the webhooks'
-## certificate. Without KUBECONFIG: onto the local cluster (started if it is not running), whose
-## node is the test kit's node agent, with cert-manager from .tools (hack/deploy.sh,
-## docs/local-cluster.md); `hack/control-plane.sh stop` stops it all. With KUBECONFIG: into that
+## certificate. Without KUBECONFIG: onto the local cluster with a real node (started if it is
+## not running), the images built from the shipped Dockerfiles, with cert-manager from .tools
+## (hack/deploy.sh, docs/local-cluster.md); `hack/control-plane.sh stop` stops it all. With KUBECONFIG: into that
 ## cluster, which must run cert-manager, running IMG.
 DEFAULT_IMG := $(REGISTRY)/memcached-operator:v$(CARGO_VERSION)
 deploy: tool-kustomize
 	@if [ -z "$${KUBECONFIG:-}" ]; then \
 	  test "$(IMG)" = "$(DEFAULT_IMG)" || { \
 	    echo "deploy: the local cluster's node runs the release's image only ($(DEFAULT_IMG)), not IMG=$(IMG)"; exit 1; }; \
-	  $(MAKE) --no-print-directory build && hack/deploy.sh start >/dev/null; \
+	  NODE=kubelet hack/deploy.sh start >/dev/null; \
 	else \
 	  tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GENERATE) --image $(IMG) --bundle-image $(BUNDLE_IMG) --output-dir "$$tmp" >/dev/null && \

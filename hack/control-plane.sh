@@ -9,17 +9,16 @@
 # (10.244.0.1), Services are 10.96.0.0/24, pods 10.244.0.0/24, and no pod packet leaves the
 # machine (hack/lib/node-network.sh, docs/local-cluster.md "Network safety").
 #
-# NODE=none (default): no kubelet. Pods are created, and scheduled once something registers
-# a Node; the test kit's node agent plays that node. Everything listens on 127.0.0.0/8 only,
-# Services included: the service range is the loopback 127.0.96.0/24 (the `kubernetes`
-# Service is 127.0.96.1), so whatever listens on ClusterIP:PORT on this machine serves a
-# Service without any proxy.
+# NODE=none (default): no node. Pods are created and never run: for the tests that run the
+# operator as a process of their own (tests/e2e) and the benchmarks. Everything listens on
+# 127.0.0.0/8 only, Services included: the service range is the loopback 127.0.96.0/24 (the
+# `kubernetes` Service is 127.0.96.1).
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
 #                                       already runs
-#        hack/control-plane.sh stop     stop every process it started (the node, and the
-#                                       node agent, opm and OLM, if hack/olm-install.sh or
-#                                       hack/olm.sh run them here), remove its files
+#        hack/control-plane.sh stop     stop every process it started (the node with its
+#                                       pods, and cert-manager if hack/deploy.sh runs it
+#                                       here), remove its files
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
@@ -89,8 +88,8 @@ if [[ "${1:-}" == start ]]; then set_node_kind "${NODE:-$(started_kind)}"; else 
 # that ServiceAccount admission wants, with the tokens of ServiceAccount token Secrets; and
 # the node lifecycle controller, which lifts the `node.kubernetes.io/not-ready:NoSchedule`
 # taint the API server puts on every new Node once the Node reports Ready (without it the
-# scheduler never places a pod on a node the node agent registers). Taint-based eviction
-# (taint-eviction-controller) stays off: a stopped node agent leaves its pods bound.
+# scheduler never places a pod on the node). Taint-based eviction (taint-eviction-controller)
+# stays off: with one node there is nowhere else for a pod to go.
 CONTROLLERS=node-lifecycle-controller,garbage-collector-controller,statefulset-controller,deployment-controller,replicaset-controller,job-controller,endpoints-controller,endpointslice-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
 # A real node's pods also end: terminated pods are collected, and PodDisruptionBudgets get a
 # status that evictions are checked against.
@@ -341,17 +340,12 @@ start() {
 
 stop() {
   local stopped=() name i data_dir
-  # The node agent, opm, OLM and cert-manager (hack/olm-install.sh, hack/olm.sh,
-  # hack/deploy.sh, hack/cert-manager.sh) are clients of this control plane: they go first.
-  if [[ -d "$STATE/install/run" ]]; then
-    "$ROOT/hack/olm-install.sh" stop || log "could not stop the node agent and opm; stopping the control plane anyway"
-  fi
-  if [[ -d "$STATE/olm/run" ]]; then
-    "$ROOT/hack/olm.sh" stop || log "could not stop OLM; stopping the control plane anyway"
-  fi
+  # cert-manager (hack/deploy.sh, hack/cert-manager.sh) is a client of this control plane
+  # on this machine: it goes first. OLM's pods stop with the node.
   if [[ -d "$STATE/deploy/run" || -d "$STATE/cert-manager/run" ]]; then
-    "$ROOT/hack/deploy.sh" stop || log "could not stop the node agent and cert-manager; stopping the control plane anyway"
+    "$ROOT/hack/deploy.sh" stop || log "could not stop cert-manager; stopping the control plane anyway"
   fi
+  rm -rf "$STATE/install" "$STATE/olm"
   # The node, whatever part of it started; its network goes after the API server, which
   # listens on the node's address.
   [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" stop || log "could not stop the node; stopping the control plane anyway"

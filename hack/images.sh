@@ -13,8 +13,8 @@
 # What is built here and what it stands in for:
 #   operator   Dockerfile, unchanged, with BASE_IMAGE = ubi-micro (below) and the release
 #              binary for x86_64-unknown-linux-musl (jemalloc), built first
-#   bundle     bundle.Dockerfile, unchanged
-#   catalog    catalog.Dockerfile, unchanged: its FROM quay.io/operator-framework/opm resolves
+#   bundle     bundle.Dockerfile, unchanged, in RELEASE_DIR
+#   catalog    catalog.Dockerfile, unchanged, in RELEASE_DIR: its FROM quay.io/operator-framework/opm resolves
 #              through the mirror to the opm image below
 #   opm        opm (.tools/bin/opm, built from the pin) and grpc_health_probe, named as the
 #              release's opm image, since catalog.Dockerfile and OLM name it so
@@ -36,7 +36,11 @@
 #              configuration names it
 #
 # Environment:
-#   VERSION   the operator's version (default: Cargo.toml's)
+#   VERSION      the operator's version, which the operator's, bundle's and catalog's tags name
+#                (default: Cargo.toml's)
+#   RELEASE_DIR  where bundle/, catalog/, bundle.Dockerfile and catalog.Dockerfile are, as
+#                `memcached-packager generate` writes them (default: the repository's own):
+#                another release's, or a test's catalog
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -47,6 +51,7 @@ BIN="$TOOLS/bin"
 WORK="$TOOLS/images"
 STAMPS="$WORK/stamps"
 VERSION="${VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n 1)}"
+RELEASE_DIR="$(cd -- "${RELEASE_DIR:-$ROOT}" && pwd -P)"
 MUSL_TARGET=x86_64-unknown-linux-musl
 OPERATOR_BINARY="$ROOT/target/$MUSL_TARGET/release/memcached-operator"
 ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached pause coredns busybox scorecard-test)
@@ -116,30 +121,40 @@ write_registries_conf() {
   } >"$WORK/registries.conf"
 }
 
-# digest_of FILE...: one digest of the files' contents and names.
-digest_of() { (cd "$ROOT" && find "$@" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32); }
+# digest_of FILE...: one digest of the files' contents and names, below the release's
+# directory.
+digest_of() { (cd "$RELEASE_DIR" && find "$@" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32); }
+
+# stamp_file NAME: where the inputs that built NAME's image are recorded; one a reference, so
+# two releases' images do not rebuild each other.
+stamp_file() {
+  local at
+  at="$(in_registry "$(reference "$1")")"
+  echo "$STAMPS/${at//[\/:]/_}"
+}
 
 # build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud, then push,
 # unless the registry holds the image and its stamp says the same inputs built it.
 build_image() {
-  local name="$1" dockerfile="$2" context="$3" inputs="$4" ref at stamp args=() start=$SECONDS
+  local name="$1" dockerfile="$2" context="$3" inputs="$4" ref at stamp stamp_file args=() start=$SECONDS
   shift 4
   ref="$(reference "$name")"
   at="$(in_registry "$ref")"
+  stamp_file="$(stamp_file "$name")"
   stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" | sha256sum | cut -c1-32)"
-  if [[ -f "$STAMPS/$name" && "$(<"$STAMPS/$name")" == "$stamp" ]] && present "$at"; then
+  if [[ -f "$stamp_file" && "$(<"$stamp_file")" == "$stamp" ]] && present "$at"; then
     log "$name: up to date ($ref)"
     return 0
   fi
   local arg
   for arg in "$@"; do args+=(--build-arg "$arg"); done
   log "$name: building $ref from ${dockerfile#"$ROOT"/}"
-  rm -f "$STAMPS/$name"
+  rm -f "$stamp_file"
   CONTAINERS_REGISTRIES_CONF="$WORK/registries.conf" buildah_ bud --quiet --isolation chroot \
     --pull-always --layers=false --format oci -f "$dockerfile" "${args[@]}" -t "$ref" "$context" >/dev/null
   buildah_ push --quiet --tls-verify=false "$ref" "docker://$at"
   buildah_ rmi --force "$ref" >/dev/null 2>&1 || true
-  echo "$stamp" >"$STAMPS/$name"
+  echo "$stamp" >"$stamp_file"
   log "$name: pushed $at in $((SECONDS - start))s"
 }
 
@@ -198,7 +213,7 @@ build_one() {
         "BASE_IMAGE=$(reference ubi-micro)" "VERSION=$VERSION"
       ;;
     bundle)
-      build_image bundle "$ROOT/bundle.Dockerfile" "$ROOT" "$(digest_of bundle)"
+      build_image bundle "$RELEASE_DIR/bundle.Dockerfile" "$RELEASE_DIR" "$(digest_of bundle)"
       ;;
     opm)
       "$ROOT/hack/tools.sh" opm grpc-health-probe
@@ -222,7 +237,8 @@ build_one() {
       ;;
     catalog)
       build_one opm
-      build_image catalog "$ROOT/catalog.Dockerfile" "$ROOT" "$(digest_of catalog) $(<"$STAMPS/opm")"
+      build_image catalog "$RELEASE_DIR/catalog.Dockerfile" "$RELEASE_DIR" \
+        "$(digest_of catalog) $(<"$(stamp_file opm)")"
       ;;
     memcached)
       "$ROOT/hack/tools.sh" memcached

@@ -10,19 +10,21 @@
 # waits until every Memcached is Available with its servers, prints how to reach one by its
 # DNS name from inside the cluster, and follows the operator's logs until Ctrl-C, which stops
 # everything it started (the logs under the state directory's logs/ stay).
-# NODE=none runs the same on the test kit's node agent instead (hack/run-agent.sh).
 #
 # With KUBECONFIG: runs the operator against that cluster with its webhooks off (the cluster
 # cannot call a process on this machine); the CRD must be installed (`make install`).
 #
 # Environment (local cluster): CONTROL_PLANE_DIR (state directory, default .local),
-# RUN_TIMEOUT (seconds each wait may take, default 180), NODE (kubelet, the default, or none).
+# RUN_TIMEOUT (seconds each wait may take, default 180).
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 KUBECTL="$ROOT/.tools/bin/kubectl"
-if [[ -n "${KUBECONFIG:-}" || "${NODE:-kubelet}" == none ]]; then
-  exec "$ROOT/hack/run-agent.sh"
+if [[ -n "${KUBECONFIG:-}" ]]; then
+  BIN="$ROOT/target/debug/memcached-operator"
+  [[ -x "$BIN" ]] || { echo "run: $BIN is missing: run make build" >&2; exit 1; }
+  echo "run: KUBECONFIG is set: running the operator against $("$KUBECTL" config current-context 2>/dev/null || echo that cluster), webhooks off" >&2
+  exec "$BIN" run --webhooks=false --leader-elect=false --bind-address 127.0.0.1 --log-format text
 fi
 STATE="${CONTROL_PLANE_DIR:-$ROOT/.local}"
 LOGS="$STATE/logs"

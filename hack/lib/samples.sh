@@ -1,7 +1,6 @@
-# Waits for and describes the sample Memcacheds `make run` applies (hack/run.sh on the real
-# node, hack/run-agent.sh on the node agent). Sourced, never run: the sourcing script defines
-# kubectl, say, since, TIMEOUT and tmp (a scratch directory), and may define still_running, a
-# check that the node still runs.
+# Waits for and describes the sample Memcacheds `make run` applies (hack/run.sh). Sourced,
+# never run: the sourcing script defines kubectl, say, since, TIMEOUT and tmp (a scratch
+# directory), and may define still_running, a check that the node still runs.
 
 # wait_until WHAT COMMAND...: polls COMMAND (every 0.5 s) until it succeeds, at most TIMEOUT
 # seconds; says what it waits for, and what it saw last when it gives up.

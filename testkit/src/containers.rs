@@ -1,11 +1,14 @@
 //! Looks at what the local cluster's real node (`hack/node.sh`) runs for a pod, from this
 //! machine: a container's main process (from containerd's task state) and what the kernel says
 //! of it: its user, capabilities, no_new_privs and seccomp, its root mount, its memory cgroup's
-//! limit, and the digest of the program it runs.
+//! limit, and the digest of the program it runs; and what its containers wrote, as `kubectl
+//! logs` reads it.
 
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, LogParams};
 use sha2::{Digest, Sha256};
 
 /// Where containerd keeps its tasks' state (`state` in the node's containerd configuration,
@@ -55,6 +58,41 @@ fn read(path: &Path) -> Result<String, ContainerError> {
 /// The pod's IP, once the kubelet reported one.
 pub fn pod_ip(pod: &Pod) -> Option<String> {
     pod.status.as_ref()?.pod_ip.clone()
+}
+
+/// Everything the containers of `pod` wrote, as `kubectl logs` reads it (through the API
+/// server, from the kubelet): for each container, the output of the instance before its last
+/// restart, if it restarted, then the current one's, each under a `==> CONTAINER <==` header.
+/// A container whose log cannot be read contributes its header and the error.
+pub async fn pod_logs(client: &Client, pod: &Pod) -> String {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let mut text = String::new();
+    for status in pod
+        .status
+        .as_ref()
+        .and_then(|status| status.container_statuses.clone())
+        .unwrap_or_default()
+    {
+        text.push_str(&format!("==> {} <==\n", status.name));
+        let params = |previous| LogParams {
+            container: Some(status.name.clone()),
+            previous,
+            ..LogParams::default()
+        };
+        if status.restart_count > 0 {
+            match api.logs(&name, &params(true)).await {
+                Ok(logs) => text.push_str(&logs),
+                Err(error) => text.push_str(&format!("(the previous instance's log: {error})\n")),
+            }
+        }
+        match api.logs(&name, &params(false)).await {
+            Ok(logs) => text.push_str(&logs),
+            Err(error) => text.push_str(&format!("(its log: {error})\n")),
+        }
+    }
+    text
 }
 
 /// The id containerd knows the running container `container` of `pod` by.

@@ -84,7 +84,8 @@ pub struct KubectlOutput {
 /// The kind of node a control plane is started with (`NODE=` of `hack/control-plane.sh`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Node {
-    /// No kubelet: the test kit's node agent plays the node, on loopback.
+    /// No node: the API server, etcd, the controller manager and the scheduler only, for
+    /// tests that run the operator as a process of their own and need no pod to run.
     None,
     /// A real node: kubelet, kube-proxy, containerd and CoreDNS, on the node's bridge.
     Kubelet,

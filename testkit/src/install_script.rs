@@ -13,9 +13,6 @@ use crate::repository;
 /// Why a script did not do its job.
 #[derive(Debug, thiserror::Error)]
 pub enum ScriptError {
-    /// A binary the script runs is not built.
-    #[error("{} is missing: run `make build` (cargo build --workspace --bins)", .0.display())]
-    NotBuilt(PathBuf),
     /// The script could not be run at all.
     #[error("cannot run {}: {error}", .script.display())]
     Run {
@@ -85,14 +82,6 @@ impl Report {
                 key,
                 stdout: self.stdout.clone(),
             })
-    }
-}
-
-/// Checks that every binary in `built` exists.
-pub fn require_built<'a>(built: impl IntoIterator<Item = &'a PathBuf>) -> Result<(), ScriptError> {
-    match built.into_iter().find(|b| !b.is_file()) {
-        Some(missing) => Err(ScriptError::NotBuilt(missing.clone())),
-        None => Ok(()),
     }
 }
 

@@ -1,9 +1,8 @@
 //! Gives the operator's tests, benchmarks, fuzz targets and examples what they share: a test
 //! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client and a
-//! handshake prober, the
-//! operator as a child process, the review bodies the API server sends, a local control
-//! plane (with a real node, or a node agent that plays kubelet and kube-proxy for it), what
-//! the real node's containers run as, and the install through the real OLM.
+//! handshake prober, the operator as a child process, the review bodies the API server sends,
+//! a local control plane (with or without a real node), the images built for that node, what
+//! its containers run as and wrote, and the installs through `make deploy` and the real OLM.
 //!
 //! Nothing here runs in a cluster; the crate is never published. Each module does one job and
 //! takes the operator's own declarations (API group and versions, the webhook table, OLM's
@@ -26,9 +25,8 @@ pub mod control_plane;
 pub mod deploy;
 pub mod direct_wiring;
 pub mod handshake;
+pub mod images;
 pub mod install_script;
-pub mod node_agent;
-pub mod node_pods;
 pub mod olm_install;
 pub mod pki;
 pub mod ports;

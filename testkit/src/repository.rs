@@ -22,18 +22,6 @@ pub fn hack(script: &str) -> PathBuf {
     root().join("hack").join(script)
 }
 
-/// The path of binary `name` that cargo built into the same target directory as the running
-/// test (`target/debug/NAME` beside `target/debug/deps/TEST-HASH`). It may not exist: cargo
-/// builds another package's binaries only when asked (`cargo build --workspace --bins`).
-pub fn built_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    dir.join(name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

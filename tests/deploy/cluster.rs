@@ -18,7 +18,7 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use testkit::client::TlsClient;
 use testkit::control_plane::ControlPlane;
-use testkit::deploy::{Deployed, Target, start_and_deploy};
+use testkit::deploy::{Deployed, start_and_deploy};
 use testkit::pki::serial_of;
 
 pub use testkit::scenarios::eventually;
@@ -59,7 +59,7 @@ pub struct Issued {
 impl Env {
     /// Starts the control plane and deploys `config/default` with cert-manager.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client, deployed) = start_and_deploy(Target::RealNode).await?;
+        let (plane, client, deployed) = start_and_deploy().await?;
         Ok(Env {
             client,
             deployed,

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use testkit::control_plane::ControlPlane;
-use testkit::deploy::{Deployed, Target, start_and_deploy};
+use testkit::deploy::{Deployed, start_and_deploy};
 use testkit::repository;
 
 pub use testkit::scenarios::eventually;
@@ -30,7 +30,7 @@ pub struct Env {
 impl Env {
     /// Starts the control plane with a real node and deploys `config/default` on it.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client, deployed) = start_and_deploy(Target::RealNode).await?;
+        let (plane, client, deployed) = start_and_deploy().await?;
         Ok(Env {
             client,
             deployed,

@@ -1,6 +1,7 @@
-//! Sets up what the scenarios run against: a local control plane whose one node is the test
-//! kit's node agent, with the operator installed by the real OLM from the shipped catalog
-//! (`testkit::olm_install`), and the helpers the scenarios share to look at what OLM made.
+//! Sets up what the scenarios run against: a local control plane with a real node (kubelet,
+//! containerd, the images built from the shipped Dockerfiles), with the operator installed by
+//! the real OLM from the shipped catalog's image (`testkit::olm_install`), and the helpers the
+//! scenarios share to look at what OLM made and to publish another catalog.
 
 use std::time::Duration;
 
@@ -10,14 +11,16 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use memcached_operator::manager::DEFAULT_LEASE_NAME;
-use testkit::control_plane::ControlPlane;
-use testkit::olm_install::{InstallSource, Installed, install};
+use testkit::control_plane::{ControlPlane, Node};
+use testkit::olm_install::{Installed, install};
 
-/// The operator binary cargo built for these tests: what the operator image runs.
+/// The operator binary cargo built for these tests, for the drills that run it as a process
+/// of their own.
 pub const OPERATOR: &str = env!("CARGO_BIN_EXE_memcached-operator");
 
-/// How long a scenario waits for the cluster to act.
-pub const WAIT: Duration = Duration::from_secs(90);
+/// How long a scenario waits for the cluster to act: a kubelet brings a changed Secret into a
+/// pod at its next sync, up to a minute.
+pub const WAIT: Duration = Duration::from_secs(180);
 
 /// Everything the scenarios share.
 pub struct Env {
@@ -25,17 +28,17 @@ pub struct Env {
     pub client: Client,
     /// What OLM installed.
     pub installed: Installed,
-    /// Drops last: stops the node agent, opm, OLM and the control plane.
+    /// Drops last: stops the node (and with it OLM's pods and the operator's) and the control
+    /// plane.
     pub plane: ControlPlane,
 }
 
 impl Env {
     /// Starts the control plane and installs the operator through OLM.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client) = ControlPlane::start_with_client().await?;
-        let source = InstallSource::shipped(std::path::Path::new(OPERATOR));
+        let (plane, client) = ControlPlane::start_as_with_client(Node::Kubelet).await?;
         let (plane, installed) = tokio::task::spawn_blocking(move || {
-            let installed = install(&plane, &source);
+            let installed = install(&plane);
             (plane, installed)
         })
         .await
@@ -131,44 +134,67 @@ impl Env {
             Err(error) => panic!("kubectl {}: {error}", args.join(" ")),
         }
     }
+
+    /// Everything the containers of `pod` wrote (`testkit::containers::pod_logs`).
+    pub async fn pod_logs(&self, pod: &Pod) -> String {
+        testkit::containers::pod_logs(&self.client, pod).await
+    }
+
+    /// Points the CatalogSource the Subscription follows at the catalog image `image`; OLM
+    /// replaces its registry pod with one of that image.
+    pub fn point_catalog_source_at(&self, image: &str) {
+        let patch = serde_json::json!({"spec": {"image": image}}).to_string();
+        let (ok, _, stderr) = self.kubectl(
+            &[
+                "patch",
+                "catalogsource",
+                "memcached-operator",
+                "-n",
+                "olm",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+            None,
+        );
+        assert!(ok, "kubectl patch catalogsource: {stderr}");
+    }
 }
 
-pub use testkit::node_pods::pod_ip;
+pub use testkit::containers::pod_ip;
 
 pub use testkit::scenarios::eventually;
 
-/// Serves the file-based catalog in `catalog` with `opm serve` on a free port, its termination
-/// log and temporary files in `scratch`, until the returned child is dropped; returns when it
-/// answers.
-pub async fn serve_catalog(
-    catalog: &std::path::Path,
-    scratch: &std::path::Path,
-) -> (tokio::process::Child, u16) {
-    use testkit::ports::free_port;
-    let port = free_port();
-    let opm = tokio::process::Command::new(testkit::repository::tool("opm"))
-        .arg("serve")
-        .arg(catalog)
-        .args([
-            "-p",
-            &port.to_string(),
-            "--pprof-addr",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .arg("-t")
-        .arg(scratch.join("termination.log"))
-        .env("TMPDIR", scratch)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start opm serve");
-    eventually("the catalog answers", WAIT, || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-            .map(|_| ())
+/// The operator's container in each of its pods, as the CSV names it.
+pub const MANAGER: &str = "manager";
+
+/// The process id of the operator's container in `pod`, as containerd started it; `None` when
+/// it runs none.
+pub fn operator_process(pod: &Pod) -> Option<u32> {
+    testkit::containers::main_pid(pod, MANAGER).ok()
+}
+
+/// Builds the images `names` of the release whose packaging output is in `dir`, tagged
+/// `version` (`testkit::images`), without blocking the runtime.
+pub async fn build_release_images(dir: &std::path::Path, version: &str, names: &[&str]) {
+    let dir = dir.to_path_buf();
+    let version = version.to_string();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let release = testkit::images::Release {
+            dir: &dir,
+            version: &version,
+        };
+        testkit::images::build_release(release, &names)
     })
-    .await;
-    (opm, port)
+    .await
+    .expect("the image build finishes")
+    .unwrap_or_else(|error| panic!("{error}"));
+}
+
+/// The reference of image `name` of the release tagged `version`.
+pub fn release_image(dir: &std::path::Path, version: &str, name: &str) -> String {
+    let release = testkit::images::Release { dir, version };
+    testkit::images::release_reference(release, name).unwrap_or_else(|error| panic!("{error}"))
 }

@@ -1,18 +1,16 @@
 //! Leader election across OLM's two replicas: SIGKILL the leader's process (no release of
 //! the lease, as in a crash); the other replica takes the lease once it expires unrenewed,
-//! and reconciling continues. The node agent restarts the killed container, as the kubelet
-//! does under `restartPolicy: Always`, and reports the restart.
+//! and reconciling continues. The kubelet restarts the killed container (`restartPolicy:
+//! Always`) and reports the restart.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::{Api, PostParams};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
-use testkit::node_pods::pod_processes;
 
-use crate::cluster::{Env, OPERATOR, WAIT, eventually, pod_ip};
+use crate::cluster::{Env, WAIT, eventually, operator_process};
 
 /// The restart count of the pod's first container.
 fn restarts(pod: &k8s_openapi::api::core::v1::Pod) -> i32 {
@@ -33,21 +31,16 @@ pub async fn killing_the_leaders_process_hands_the_lease_to_the_other_replica(en
         .partition(|p| p.metadata.name.as_deref() == Some(leader.as_str()));
     let (leading, other) = (&leading[0], &other[0]);
     let other_name = other.metadata.name.clone().unwrap_or_default();
-    let ip = pod_ip(leading).expect("the leader's pod IP");
-    let pids = pod_processes(&ip, Path::new(OPERATOR));
-    assert_eq!(
-        pids.len(),
-        1,
-        "one operator process for {leader} at {ip}: {pids:?}"
-    );
+    let pid = operator_process(leading)
+        .unwrap_or_else(|| panic!("{leader} runs the operator in a container"));
     let restarts_before = restarts(leading);
 
     let killed = Instant::now();
     let status = std::process::Command::new("kill")
-        .args(["-KILL", &pids[0].to_string()])
+        .args(["-KILL", &pid.to_string()])
         .status()
         .expect("run kill");
-    assert!(status.success(), "kill -KILL {}", pids[0]);
+    assert!(status.success(), "kill -KILL {pid}");
 
     eventually(&format!("{other_name} takes the lease"), WAIT, || async {
         (env.leader_pod().await.as_deref() == Some(other_name.as_str())).then_some(())
@@ -77,7 +70,7 @@ pub async fn killing_the_leaders_process_hands_the_lease_to_the_other_replica(en
     .await;
     let reconciled = created.elapsed();
 
-    // The node agent restarted the killed container and says so.
+    // The kubelet restarted the killed container and says so.
     let name = leader.clone();
     let restarted = eventually(
         &format!("{leader} restarted and Ready again"),

@@ -1,14 +1,15 @@
-//! Proves the operator as users get it: installed by the real OLM v0 from the shipped catalog
-//! through a Subscription, on a local control plane whose one node is the test kit's node
-//! agent. OLM's Deployment runs two replicas on OLM's certificates with the ServiceAccount
-//! and RBAC the CSV grants; the API server calls their webhooks through the wiring OLM
-//! wrote; memcached runs for real.
+//! Proves the operator as users get it: installed by the real OLM v0 from the shipped
+//! catalog's image through a Subscription, on a local control plane with a real node
+//! (kubelet, containerd, the images built from the shipped Dockerfiles). OLM's Deployment runs
+//! two replicas in containers on OLM's certificates with the ServiceAccount and RBAC the CSV
+//! grants; the API server calls their webhooks through the wiring OLM wrote; memcached runs
+//! in containers too.
 //!
 //! One install serves every scenario (`testkit::scenarios`), started by the first that runs.
 //! Scenarios run in the order listed: the RBAC check of the operator's logs comes after
 //! everything else made the operator work, then `check-bundle`'s verdicts against OLM's on
 //! bundle variants, then OLM's certificate rotation and the upgrade, and the uninstall last. A
-//! plain `cargo test` lists them as ignored (they need .tools, root and Debian's memcached);
+//! plain `cargo test` lists them as ignored (they need .tools and root);
 //! `make test` runs them with `--ignored`.
 
 mod api;

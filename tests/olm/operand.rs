@@ -1,9 +1,11 @@
-//! The operand as users get it: real memcached servers, started by the node agent from the
-//! StatefulSet's pods, answer `set` and `get` on every address in `status.servers`; `kubectl
-//! scale` changes how many there are, and the status follows.
+//! The operand as users get it: real memcached servers, in the containers the kubelet starts
+//! for the StatefulSet's pods (the image `RELATED_IMAGE_MEMCACHED` names through the
+//! Subscription's `config.env`), answer `set` and `get` on every address in `status.servers`;
+//! `kubectl scale` changes how many there are, and the status follows.
 //!
-//! The servers' DNS names (`POD.SERVICE.NAMESPACE.svc:PORT`) do not resolve on this machine,
-//! so each is resolved as cluster DNS would: the pod named by its first label, at its pod IP.
+//! The servers' DNS names (`POD.SERVICE.NAMESPACE.svc:PORT`) resolve through cluster DNS
+//! inside pods (tests/node asks it), not on this machine, so each is reached here as cluster
+//! DNS answers: the pod named by its first label, at its pod IP on the node's bridge.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

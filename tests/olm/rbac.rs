@@ -128,9 +128,7 @@ pub async fn the_operator_works_with_only_what_the_csv_grants(env: Arc<Env>) {
     let mut written = 0;
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let logs = env
-            .installed
-            .pod_logs(pod.metadata.uid.as_deref().unwrap_or_default());
+        let logs = env.pod_logs(pod).await;
         assert!(!logs.is_empty(), "{name} has logs");
         lines += logs.lines().count();
         written += logs.lines().filter(|l| l.contains("child written")).count();

@@ -1,7 +1,9 @@
 //! An upgrade through OLM: the next release (the packaging tool's output at version 0.1.1,
-//! its catalog skipping every older version) is served by a second `opm serve`, the
-//! CatalogSource is pointed at it, and OLM replaces the running CSV, rolling the operator's
-//! Deployment onto the new image. A writer loop runs through it in both API versions, and
+//! its catalog skipping every older version) gets its images, built as this release's are
+//! (the operator's from the same Dockerfile and binary, its bundle and catalog from its own
+//! bundle.Dockerfile and catalog.Dockerfile); the CatalogSource is pointed at its catalog
+//! image, and OLM replaces the running CSV, unpacking the new bundle image and rolling the
+//! operator's Deployment onto the new operator image. A writer loop runs through it in both API versions, and
 //! objects stored before it come through with the same spec, byte for byte. The new CSV gets a
 //! new CA from OLM, so the writes meet the same certificate switch as a rotation.
 
@@ -12,10 +14,9 @@ use std::time::{Duration, Instant};
 use memcached_packager::bundle::Options;
 use memcached_packager::generate::Plan;
 use memcached_packager::release;
-use serde_json::json;
 use testkit::repository;
 
-use crate::cluster::{Env, OPERATOR, WAIT, eventually};
+use crate::cluster::{Env, WAIT, build_release_images, eventually, release_image};
 use testkit::writer::Writer;
 
 /// The release the scenario upgrades to.
@@ -52,7 +53,8 @@ fn stored_specs(env: &Env, namespace: &str) -> Vec<(String, String)> {
     specs
 }
 
-/// Writes the next release's bundle and catalog below `dir`.
+/// Writes the next release's bundle and catalog, and the Dockerfiles of their images, below
+/// `dir`.
 fn render_next_release(dir: &Path) {
     let options = Options {
         version: NEXT.to_string(),
@@ -64,7 +66,11 @@ fn render_next_release(dir: &Path) {
         .and_then(|plan| plan.render())
         .expect("the next release renders");
     for path in files.paths() {
-        if !(path.starts_with("bundle/") || path.starts_with("catalog/")) {
+        let image_input = path.starts_with("bundle/")
+            || path.starts_with("catalog/")
+            || path == "bundle.Dockerfile"
+            || path == "catalog.Dockerfile";
+        if !image_input {
             continue;
         }
         let target = dir.join(path);
@@ -88,48 +94,23 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
     let before = stored_specs(&env, &namespace);
     assert_eq!(before.len(), 2, "{before:?}");
 
-    // The next release, and its images on the node.
+    // The next release, and its images in the registry the node pulls from.
     let dir = tempfile::tempdir().expect("a directory");
     render_next_release(dir.path());
-    let bundle = dir.path().join("bundle");
-    let images = json!({
-        release::operator_image(NEXT): {
-            "paths": {release::BINARY_PATH: OPERATOR},
-            "entrypoint": [release::BINARY_PATH],
-            "user": "65532:65532",
-        },
-        release::bundle_image(NEXT): {
-            "paths": {"/manifests": bundle.join("manifests"), "/metadata": bundle.join("metadata")},
-        },
-    });
-    std::fs::write(
-        env.installed.images_dir.join("next-release.json"),
-        images.to_string(),
-    )
-    .expect("write the next release's image table");
+    build_release_images(dir.path(), NEXT, &["operator", "bundle", "catalog"]).await;
+    assert_eq!(
+        release_image(dir.path(), NEXT, "operator"),
+        release::operator_image(NEXT),
+        "the next release's CSV names the operator image built for it"
+    );
+    let catalog = release_image(dir.path(), NEXT, "catalog");
 
     let writer = Writer::start(&env.client, &namespace, "written-through-upgrade").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    // A second catalog server with the next release, and the CatalogSource pointed at it.
-    let (mut opm, port) =
-        crate::cluster::serve_catalog(&dir.path().join("catalog"), dir.path()).await;
+    // The CatalogSource pointed at the next release's catalog image.
     let started = Instant::now();
-    let patch = json!({"spec": {"address": format!("127.0.0.1:{port}")}}).to_string();
-    let (ok, _, stderr) = env.kubectl(
-        &[
-            "patch",
-            "catalogsource",
-            "memcached-operator",
-            "-n",
-            "olm",
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-        None,
-    );
-    assert!(ok, "kubectl patch catalogsource: {stderr}");
+    env.point_catalog_source_at(&catalog);
 
     let to = release::csv_name(NEXT);
     eventually(
@@ -189,7 +170,6 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
     let settled_at = crate::lifecycle::ca_switch_settled(&env).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let tally = writer.stop().await;
-    let _ = opm.kill().await;
 
     let mut after = stored_specs(&env, &namespace);
     after.retain(|(name, _)| name != "written-through-upgrade");

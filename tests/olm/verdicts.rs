@@ -1,5 +1,6 @@
 //! `check-bundle` judged by the real OLM v0: every bundle variant (`variants`) is checked by
-//! `check-bundle` from disk, published in a catalog served by a second `opm serve`, and
+//! `check-bundle` from disk, published in a catalog image of its own (built from the shipped
+//! catalog.Dockerfile, whose registry pod OLM runs for a second CatalogSource), and
 //! subscribed to in a namespace of its own with an AllNamespaces OperatorGroup, a few at a
 //! time, each unsubscribed as soon as OLM has decided on it. OLM's verdict is what it does:
 //! the CSV Succeeded (installs), or the CSV, its InstallPlan or its Subscription's resolution
@@ -21,6 +22,8 @@ use crate::variants::{self, CHANNEL, Variant};
 
 /// The CatalogSource that serves the variants.
 const CATALOG_SOURCE: &str = "check-bundle-variants";
+/// The version the variants' catalog image is tagged with.
+const CATALOG_VERSION: &str = "0.0.0-check-bundle-variants";
 /// How many variants are subscribed at once. Each CSV that OLM keeps retrying is copied into
 /// every namespace, so a bounded number keeps the API server's load bounded too.
 const IN_FLIGHT: usize = 4;
@@ -370,10 +373,14 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
         expected.insert(variant.id, (report.refused_by(Enforcer::OlmV0), findings));
     }
 
-    // The variants' catalog, served and subscribed to.
-    let catalog = dir.path().join("catalog");
-    variants::write_catalog(&variants, &catalog);
-    let (mut opm, port) = crate::cluster::serve_catalog(&catalog, dir.path()).await;
+    // The variants' catalog, as an image, served and subscribed to.
+    let release = dir.path().join("release");
+    variants::write_catalog(&variants, &release.join("catalog"));
+    let dockerfile = testkit::repository::root().join("catalog.Dockerfile");
+    std::fs::copy(&dockerfile, release.join("catalog.Dockerfile"))
+        .unwrap_or_else(|e| panic!("copy {}: {e}", dockerfile.display()));
+    crate::cluster::build_release_images(&release, CATALOG_VERSION, &["catalog"]).await;
+    let image = crate::cluster::release_image(&release, CATALOG_VERSION, "catalog");
     apply(
         &env,
         &json!({
@@ -382,7 +389,8 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
             "metadata": {"name": CATALOG_SOURCE, "namespace": "olm"},
             "spec": {
                 "sourceType": "grpc",
-                "address": format!("127.0.0.1:{port}"),
+                "image": image,
+                "grpcPodConfig": {"securityContextConfig": "restricted"},
                 "displayName": "check-bundle variants",
             },
         }),
@@ -485,7 +493,6 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
         None,
     );
     assert!(ok, "delete the variants' CatalogSource: {stderr}");
-    opm.start_kill().ok();
     eventually(
         "no webhook configuration of a variant is left",
         WAIT,

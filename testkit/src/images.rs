@@ -1,0 +1,63 @@
+//! The images `hack/images.sh` builds and pushes to the local registry, from a test: their
+//! references, and builds of them, also from another release's packaging output (the next
+//! release of an upgrade, a catalog of bundle variants), as `memcached-packager generate`
+//! writes it: `bundle/`, `catalog/`, `bundle.Dockerfile` and `catalog.Dockerfile` in one
+//! directory.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::repository;
+
+/// Another release's packaging output, and the version its images are tagged with.
+#[derive(Clone, Copy, Debug)]
+pub struct Release<'a> {
+    /// Where its `bundle/`, `catalog/` and Dockerfiles are.
+    pub dir: &'a Path,
+    /// Its version, without the `v` of the tags.
+    pub version: &'a str,
+}
+
+/// Runs `hack/images.sh` with `args`, for `release` when given; returns what it printed, or
+/// what it said when it failed.
+fn images_sh(release: Option<Release<'_>>, args: &[&str]) -> Result<String, String> {
+    let script = repository::hack("images.sh");
+    let mut command = Command::new(&script);
+    command.args(args);
+    if let Some(release) = release {
+        command
+            .env("RELEASE_DIR", release.dir)
+            .env("VERSION", release.version);
+    }
+    let output = command
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", script.display()))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{} {} failed: {}",
+            script.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// The reference a pod spec names image `name` by (`hack/images.sh reference`).
+pub fn reference(name: &str) -> Result<String, String> {
+    images_sh(None, &["reference", name])
+}
+
+/// The reference of image `name` of `release`.
+pub fn release_reference(release: Release<'_>, name: &str) -> Result<String, String> {
+    images_sh(Some(release), &["reference", name])
+}
+
+/// Builds and pushes the images `names` of `release` (`operator`, `bundle`, `catalog`), as
+/// `hack/images.sh build` does for this repository's. Blocks for as long as the build takes.
+pub fn build_release(release: Release<'_>, names: &[&str]) -> Result<(), String> {
+    let mut args = vec!["build"];
+    args.extend_from_slice(names);
+    images_sh(Some(release), &args).map(|_| ())
+}
