@@ -9,6 +9,9 @@
 #        hack/images.sh list             print "NAME REFERENCE" for every image
 #        hack/images.sh reference NAME   print NAME's reference (what a pod spec names)
 #        hack/images.sh operator-binary  build only the operator's release binary
+#        hack/images.sh env              print `export` lines under which podman pulls these
+#                                        images as the node does (the mirror), into a storage
+#                                        of its own; `make validate` inspects them so
 #
 # What is built here and what it stands in for:
 #   operator   Dockerfile, unchanged, with BASE_IMAGE = ubi-micro (below) and the release
@@ -53,6 +56,8 @@ STAMPS="$WORK/stamps"
 VERSION="${VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n 1)}"
 RELEASE_DIR="$(cd -- "${RELEASE_DIR:-$ROOT}" && pwd -P)"
 MUSL_TARGET=x86_64-unknown-linux-musl
+# How build_image pushes an image; in its stamps, so that a change rebuilds.
+PUSHED_AS="oci index, linux/amd64"
 OPERATOR_BINARY="$ROOT/target/$MUSL_TARGET/release/memcached-operator"
 ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached pause coredns busybox scorecard-test)
 
@@ -99,6 +104,8 @@ present() {
   name="${at%:*}"
   tag="${at##*:}"
   curl -fsS -o /dev/null --max-time 5 -I \
+    -H 'Accept: application/vnd.oci.image.index.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.list.v2+json' \
     -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
     "http://$REGISTRY/v2/$name/manifests/$tag"
@@ -112,6 +119,7 @@ buildah_() {
 # fallback, as containerd's hosts.toml does on the node.
 write_registries_conf() {
   local host
+  mkdir -p "$WORK"
   {
     echo 'unqualified-search-registries = []'
     for host in "${MIRRORED_REGISTRIES[@]}"; do
@@ -119,6 +127,16 @@ write_registries_conf() {
     done
     printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REGISTRY"
   } >"$WORK/registries.conf"
+  printf '[storage]\ndriver = "vfs"\ngraphroot = "%s"\nrunroot = "%s"\n' \
+    "$WORK/podman/storage" "$WORK/podman/run" >"$WORK/podman-storage.conf"
+}
+
+# print_env: the variables under which podman (and skopeo) pull as the node does, through the
+# mirror, into a storage of their own under .tools/images.
+print_env() {
+  write_registries_conf
+  printf 'export CONTAINERS_REGISTRIES_CONF=%q\nexport CONTAINERS_STORAGE_CONF=%q\n' \
+    "$WORK/registries.conf" "$WORK/podman-storage.conf"
 }
 
 # digest_of FILE...: one digest of the files' contents and names, below the release's
@@ -134,14 +152,17 @@ stamp_file() {
 }
 
 # build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud, then push,
-# unless the registry holds the image and its stamp says the same inputs built it.
+# unless the registry holds the image and its stamp says the same inputs built it. The image
+# goes out as an index (a manifest list) of its one platform, linux/amd64, as a multi-arch
+# release's images do: what reads an image's platforms (operator-sdk's multiarch validator,
+# `podman manifest inspect`) reads them there.
 build_image() {
   local name="$1" dockerfile="$2" context="$3" inputs="$4" ref at stamp stamp_file args=() start=$SECONDS
   shift 4
   ref="$(reference "$name")"
   at="$(in_registry "$ref")"
   stamp_file="$(stamp_file "$name")"
-  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" | sha256sum | cut -c1-32)"
+  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" "$PUSHED_AS" | sha256sum | cut -c1-32)"
   if [[ -f "$stamp_file" && "$(<"$stamp_file")" == "$stamp" ]] && present "$at"; then
     log "$name: up to date ($ref)"
     return 0
@@ -150,10 +171,15 @@ build_image() {
   for arg in "$@"; do args+=(--build-arg "$arg"); done
   log "$name: building $ref from ${dockerfile#"$ROOT"/}"
   rm -f "$stamp_file"
+  local index="localhost/index/$name"
+  buildah_ manifest rm "$index" >/dev/null 2>&1 || true
   CONTAINERS_REGISTRIES_CONF="$WORK/registries.conf" buildah_ bud --quiet --isolation chroot \
-    --pull-always --layers=false --format oci -f "$dockerfile" "${args[@]}" -t "$ref" "$context" >/dev/null
-  buildah_ push --quiet --tls-verify=false "$ref" "docker://$at"
-  buildah_ rmi --force "$ref" >/dev/null 2>&1 || true
+    --pull-always --layers=false --format oci -f "$dockerfile" "${args[@]}" --manifest "$index" \
+    "$context" >/dev/null
+  buildah_ manifest push --quiet --all --format oci --tls-verify=false "$index" "docker://$at"
+  buildah_ manifest rm "$index" >/dev/null 2>&1 || true
+  # The image just built, and what the build left without a name (the stages before the last).
+  buildah_ rmi --prune --force >/dev/null 2>&1 || true
   echo "$stamp" >"$stamp_file"
   log "$name: pushed $at in $((SECONDS - start))s"
 }
@@ -312,7 +338,8 @@ case "${1:-}" in
   list) for name in "${ALL_IMAGES[@]}"; do echo "$name $(reference "$name")"; done ;;
   reference) [[ $# -eq 2 ]] || die "usage: $0 reference NAME" && reference "$2" ;;
   operator-binary) operator_binary ;;
+  env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 build [NAME...]|list|reference NAME|operator-binary (try --help)" ;;
+  *) die "usage: $0 build [NAME...]|list|reference NAME|operator-binary|env (try --help)" ;;
 esac
 exit

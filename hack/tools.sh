@@ -41,9 +41,11 @@
 #                 system rather than .tools/, and its version is Debian's, not a pin
 #   node          Debian's runc, CNI plugins (bridge, host-local, loopback), iptables and
 #                 conntrack, for the local cluster's node; apt-get, like memcached
-#   images        Debian's buildah, skopeo, registry (docker-registry), catatonit,
-#                 busybox-static and musl-tools, to build and serve the images the local
-#                 cluster pulls (hack/images.sh); apt-get, like memcached
+#   images        Debian's buildah, skopeo, podman, registry (docker-registry), catatonit,
+#                 busybox-static and musl-tools, to build, serve and inspect the images the
+#                 local cluster pulls (hack/images.sh; podman is the container tool of
+#                 operator-sdk's multiarch validator in `make validate`); apt-get, like
+#                 memcached
 # Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
 # whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
@@ -371,14 +373,14 @@ packages_of() {
   case "$1" in
     memcached) echo memcached ;;
     node) echo runc containernetworking-plugins iptables conntrack ;;
-    images) echo buildah skopeo docker-registry catatonit busybox-static musl-tools ;;
+    images) echo buildah skopeo podman docker-registry catatonit busybox-static musl-tools ;;
   esac
 }
 commands_of() {
   case "$1" in
     memcached) echo memcached ;;
     node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables conntrack ;;
-    images) echo buildah skopeo docker-registry catatonit /bin/busybox musl-gcc ;;
+    images) echo buildah skopeo podman docker-registry catatonit /bin/busybox musl-gcc ;;
   esac
 }
 
