@@ -13,7 +13,7 @@ pub mod manager;
 pub mod operator;
 pub mod rbac;
 pub mod telemetry;
-pub mod tls_profile;
+pub mod tls;
 pub mod webhook;
 
 #[cfg(test)]

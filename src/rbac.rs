@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
-use crate::tls_profile::profiles;
+use crate::tls::profile::profiles;
 use crate::{api, operator};
 
 /// Verbs to read and watch a resource.
@@ -69,7 +69,7 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
             READ,
         ),
         // The CA bundles the API server calls the webhooks with, read before a renewed
-        // serving certificate is served (`webhook::trust_watch`).
+        // serving certificate is served (`tls::trust_watch`).
         rule(
             "admissionregistration.k8s.io",
             &[
@@ -97,7 +97,7 @@ pub fn metrics_reader_rules() -> Vec<PolicyRule> {
 }
 
 /// Rules granted only in the operator's own namespace (a Role): leader election, and reading
-/// (and watching) the webhook certificate's Secret by name (`webhook::cert_secret`), nothing
+/// (and watching) the webhook certificate's Secret by name (`tls::cert_secret`), nothing
 /// else of Secrets.
 pub fn namespaced_rules() -> Vec<PolicyRule> {
     vec![

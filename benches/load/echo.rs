@@ -19,9 +19,10 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
-use memcached_operator::tls_profile::TlsSettings;
-use memcached_operator::webhook::certs::{self, CertPaths, CertResolver};
-use memcached_operator::webhook::server::{DEFAULT_MAX_REQUEST_BYTES, tls_config};
+use memcached_operator::tls::certs::{self, CertPaths, CertResolver};
+use memcached_operator::tls::config::tls_config;
+use memcached_operator::tls::profile::TlsSettings;
+use memcached_operator::webhook::server::DEFAULT_MAX_REQUEST_BYTES;
 
 /// Serves, at `/NAME`, the bytes of each file `NAME` of `responses`, over TLS with the
 /// certificate in `cert_dir`, on `port` of 127.0.0.1, until killed.

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use memcached_operator::webhook::certs::OLM_SERVING_CERTS_DIR;
+use memcached_operator::tls::certs::OLM_SERVING_CERTS_DIR;
 use memcached_operator::webhook::{WebhookKind, webhook};
 use serde_json::Value;
 use testkit::cert_layout::{self, Layout};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use memcached_operator::webhook::certs::{CertPaths, crypto_provider, load_pair};
+use memcached_operator::tls::certs::{CertPaths, crypto_provider, load_pair};
 
 static PATHS: LazyLock<CertPaths> = LazyLock::new(|| CertPaths {
     cert: PathBuf::from("tls.crt"),

@@ -1,6 +1,6 @@
 //! Owns the operator process's lifetime, as controller-runtime's Manager does: the probe and
 //! metrics servers (`probes`, `metrics`) and the webhook server on every replica, the cluster's
-//! TLS profile they follow (`tls_profile`), and the controller on the one replica that holds
+//! TLS profile they follow (`tls::profile`), and the controller on the one replica that holds
 //! the leader Lease (`leader`).
 //!
 //! Losing the lease stops reconciling at once; SIGTERM stops the controller first and only
@@ -28,7 +28,7 @@ use tracing::info;
 use crate::admission::Defaults;
 use crate::controller::{self, Context};
 use crate::listener::ServerError;
-use crate::tls_profile::cluster::{self, SettingsWatch};
+use crate::tls::profile::cluster::{self, SettingsWatch};
 use crate::webhook::{self, server};
 use leader::{Elector, Timing};
 use metrics::auth::{Gate, ReviewCounter, Ttls};
@@ -191,16 +191,19 @@ impl Servers {
                 let namespace = std::env::var(crate::operator::POD_NAMESPACE_ENV).ok();
                 let secrets = match namespace {
                     Some(namespace) if !args.server.cert_secrets.is_empty() => {
-                        Some(webhook::cert_secret::follow(
+                        Some(crate::tls::cert_secret::follow(
                             client.clone(),
                             &namespace,
                             args.server.cert_secrets.clone(),
-                            webhook::certs::crypto_provider(),
+                            crate::tls::certs::crypto_provider(),
                         ))
                     }
                     _ => None,
                 };
-                Some((webhook::trust_watch::follow(client.clone()), secrets))
+                Some((
+                    crate::tls::trust_watch::follow(client.clone(), webhook::names()),
+                    secrets,
+                ))
             }
             _ => None,
         };
@@ -444,7 +447,7 @@ async fn api_client() -> Result<Client, kube::Error> {
 
 /// The cipher suites the TLS profile is settled against: the process's crypto provider's.
 fn tls_suites() -> Vec<rustls::SupportedCipherSuite> {
-    webhook::certs::crypto_provider().cipher_suites.clone()
+    crate::tls::certs::crypto_provider().cipher_suites.clone()
 }
 
 /// Completes when `stop` turns true (or its sender is gone).

@@ -163,6 +163,16 @@ impl Metrics {
     }
 }
 
+impl crate::tls::certs::ReloadRecorder for Metrics {
+    fn loaded(&self, not_after_unix: i64) {
+        self.record_certificate_loaded(not_after_unix);
+    }
+
+    fn failed(&self) {
+        self.record_certificate_failure();
+    }
+}
+
 /// Times one webhook request: counts it in flight while alive and, when dropped, records its
 /// latency and status code. A request dropped before [`RequestMeasurer::finish`] (the request
 /// timed out, or the client went away) is counted with code 408.

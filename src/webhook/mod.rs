@@ -7,14 +7,10 @@
 //! through `admission` or `conversion`, and answered with what `response` builds.
 
 pub mod admission;
-pub mod cert_secret;
-pub mod certs;
 pub mod conversion;
 pub mod metrics;
 pub mod response;
 pub mod server;
-pub mod trust;
-pub mod trust_watch;
 pub mod wire;
 
 #[cfg(test)]
@@ -119,6 +115,11 @@ pub const WEBHOOKS: [Webhook; 3] = [
         timeout_seconds: 10,
     },
 ];
+
+/// The `generateName` of every webhook, as OLM and `config/` name the configurations' entries.
+pub fn names() -> Vec<&'static str> {
+    WEBHOOKS.iter().map(|w| w.generate_name).collect()
+}
 
 /// The webhook of a kind.
 pub fn webhook(kind: WebhookKind) -> &'static Webhook {

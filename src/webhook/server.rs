@@ -2,8 +2,8 @@
 //! AdmissionReview and ConversionReview enters the operator.
 //!
 //! The listener speaks the TLS versions and cipher suites of the cluster's TLS profile
-//! (`tls_profile`; they change for new connections as the profile does) with the certificate
-//! [`certs`] finds and reloads; it offers ALPN `http/1.1` only, and serves HTTP/1 only, unless `--enable-http2` (HTTP/2 stays
+//! (`tls::profile`; they change for new connections as the profile does) with the certificate
+//! `tls::certs` finds and reloads; it offers ALPN `http/1.1` only, and serves HTTP/1 only, unless `--enable-http2` (HTTP/2 stays
 //! off by default because of the rapid-reset attacks GHSA-qppj-fm5r-hxr3 and
 //! GHSA-4374-p667-p6c8). Each request body is bounded in size and time, then handed to
 //! [`answer`](super::answer), which decides nothing itself either: the rules live in
@@ -28,21 +28,20 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum_server::Handle;
 use axum_server::accept::NoDelayAcceptor;
-use rustls::ServerConfig;
-use rustls::crypto::CryptoProvider;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::admission::defaults::Defaults;
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
-use crate::tls_profile::TlsSettings;
-use crate::tls_profile::apply::ProfiledTls;
-use crate::tls_profile::cluster::SettingsWatch;
-use crate::webhook::cert_secret::SecretPairs;
-use crate::webhook::certs::{self, CertReloader, CertResolver};
+use crate::tls::cert_secret::SecretPairs;
+use crate::tls::certs::{self, CertReloader, CertResolver};
+use crate::tls::config::tls_config;
+use crate::tls::profile::TlsSettings;
+use crate::tls::profile::apply::ProfiledTls;
+use crate::tls::profile::cluster::SettingsWatch;
+use crate::tls::trust_watch::TrustWatch;
 use crate::webhook::metrics::Metrics;
 use crate::webhook::response::{Reply, TEXT_CONTENT_TYPE};
-use crate::webhook::trust_watch::TrustWatch;
 use crate::webhook::{WEBHOOKS, Webhook, answer};
 
 /// The default bound on a request body: 7 MiB, as controller-runtime's, since an
@@ -162,27 +161,6 @@ impl Readiness {
         }
         Ok(())
     }
-}
-
-/// Builds the TLS configuration: the versions and cipher suites of `settings` (the cluster's
-/// TLS profile), the rest of `provider`, certificates from `resolver`, ALPN `http/1.1` (and
-/// `h2` first when HTTP/2 is enabled).
-pub fn tls_config(
-    resolver: Arc<CertResolver>,
-    provider: Arc<CryptoProvider>,
-    settings: &TlsSettings,
-    enable_http2: bool,
-) -> Result<ServerConfig, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(settings.provider(&provider))
-        .with_protocol_versions(&settings.versions)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    config.alpn_protocols = if enable_http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
-    Ok(config)
 }
 
 /// Serves the webhooks on `bind_address` until `shutdown` completes, recording into

@@ -3,11 +3,11 @@
 //! a Secret volume the kubelet keeps up to date with symbolic links.
 //!
 //! Issuing the certificates is [`crate::pki`]'s job; the paths come from the operator's own
-//! `webhook::certs`.
+//! `tls::certs`.
 
 use std::path::{Path, PathBuf};
 
-use memcached_operator::webhook::certs::{OLM_APISERVER_CERTS_DIR, OLM_SERVING_CERTS_DIR};
+use memcached_operator::tls::certs::{OLM_APISERVER_CERTS_DIR, OLM_SERVING_CERTS_DIR};
 use tempfile::TempDir;
 
 use crate::pki::{Ca, KeyForm, Leaf};

@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
-use memcached_operator::webhook::certs::OLM_SERVING_CERTS_DIR;
+use memcached_operator::tls::certs::OLM_SERVING_CERTS_DIR;
 use serde_json::Value;
 
 use crate::cluster::{Env, operator_process};

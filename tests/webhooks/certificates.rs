@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use memcached_operator::tls::certs::{OLM_APISERVER_CERTS_DIR, OLM_SERVING_CERTS_DIR};
 use memcached_operator::webhook::WebhookKind;
-use memcached_operator::webhook::certs::{OLM_APISERVER_CERTS_DIR, OLM_SERVING_CERTS_DIR};
 use serde_json::json;
 use tempfile::TempDir;
 use testkit::cert_layout::{self, KubeletVolume, Layout, olm_root};

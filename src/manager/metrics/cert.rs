@@ -20,7 +20,7 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::operator;
-use crate::webhook::certs::{CertPaths, CertResolver, load_pair};
+use crate::tls::certs::{CertPaths, CertResolver, load_pair};
 
 /// How long a self-signed certificate is valid, in days.
 const SELF_SIGNED_DAYS: i64 = 365;
@@ -254,7 +254,7 @@ fn read(paths: &CertPaths) -> io::Result<Option<(Vec<u8>, Vec<u8>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::webhook::certs::crypto_provider;
+    use crate::tls::certs::crypto_provider;
 
     fn pair(name: &str) -> (String, String) {
         let made = rcgen::generate_simple_self_signed(vec![name.to_string()]).expect("a pair");

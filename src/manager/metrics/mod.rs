@@ -31,11 +31,11 @@ use prometheus_client::registry::Registry;
 
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
-use crate::tls_profile::TlsSettings;
-use crate::tls_profile::apply::ProfiledTls;
-use crate::tls_profile::cluster::SettingsWatch;
-use crate::webhook::certs::{self, CertResolver};
-use crate::webhook::server::tls_config;
+use crate::tls::certs::{self, CertResolver};
+use crate::tls::config::tls_config;
+use crate::tls::profile::TlsSettings;
+use crate::tls::profile::apply::ProfiledTls;
+use crate::tls::profile::cluster::SettingsWatch;
 use auth::Gate;
 use cert::MetricsCert;
 use reviews::Reviews;

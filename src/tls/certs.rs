@@ -34,9 +34,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::sync::Notify;
 
-use crate::webhook::cert_secret::SecretPairs;
-use crate::webhook::metrics::Metrics;
-use crate::webhook::trust_watch::TrustWatch;
+use super::cert_secret::SecretPairs;
+use super::trust_watch::TrustWatch;
 
 /// Where controller-runtime (and OLM's first mount) keeps the serving certificate, relative to
 /// the certificate root.
@@ -341,6 +340,14 @@ pub enum CheckOutcome {
     },
 }
 
+/// Where a [`CertReloader`] reports what it loads: the metrics of the server it feeds.
+pub trait ReloadRecorder: Send + Sync + 'static {
+    /// A pair was loaded and is served; its certificate expires at `not_after_unix`.
+    fn loaded(&self, not_after_unix: i64);
+    /// Changed files could not be loaded; the served pair stays.
+    fn failed(&self);
+}
+
 /// Watches the certificate files and keeps [`CertResolver`] serving the newest pair that loads.
 ///
 /// # Example
@@ -350,10 +357,10 @@ pub enum CheckOutcome {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// use memcached_operator::tls_profile::TlsSettings;
+/// use memcached_operator::tls::profile::TlsSettings;
 /// use memcached_operator::webhook::metrics::Metrics;
-/// use memcached_operator::webhook::certs::{self, CertReloader, CertResolver};
-/// use memcached_operator::webhook::server::tls_config;
+/// use memcached_operator::tls::certs::{self, CertReloader, CertResolver};
+/// use memcached_operator::tls::config::tls_config;
 ///
 /// # async fn serve() -> Result<(), rustls::Error> {
 /// let resolver = Arc::new(CertResolver::default());
@@ -375,7 +382,7 @@ pub struct CertReloader {
     candidates: Vec<CertPaths>,
     resolver: Arc<CertResolver>,
     provider: Arc<CryptoProvider>,
-    metrics: Metrics,
+    recorder: Box<dyn ReloadRecorder>,
     last_snapshot: Option<Snapshot>,
     current: Option<ServingCert>,
     last_logged_failure: Option<LookupError>,
@@ -394,18 +401,19 @@ impl fmt::Debug for CertReloader {
 }
 
 impl CertReloader {
-    /// Creates a reloader for the candidate pairs, feeding `resolver`.
+    /// Creates a reloader for the candidate pairs, feeding `resolver` and reporting to
+    /// `recorder`.
     pub fn new(
         candidates: Vec<CertPaths>,
         resolver: Arc<CertResolver>,
         provider: Arc<CryptoProvider>,
-        metrics: Metrics,
+        recorder: impl ReloadRecorder,
     ) -> Self {
         CertReloader {
             candidates,
             resolver,
             provider,
-            metrics,
+            recorder: Box::new(recorder),
             last_snapshot: None,
             current: None,
             last_logged_failure: None,
@@ -478,7 +486,7 @@ impl CertReloader {
         let outcome = match lookup(&self.candidates, &snapshot, &self.provider) {
             Ok(serving) => self.serve(serving),
             Err(failure) => {
-                self.metrics.record_certificate_failure();
+                self.recorder.failed();
                 if self.last_logged_failure.as_ref() != Some(&failure) {
                     match &self.current {
                         None => tracing::warn!("{failure}; not ready, still looking"),
@@ -550,7 +558,7 @@ impl CertReloader {
             "serving certificate loaded"
         );
         self.resolver.set(serving.key.clone());
-        self.metrics.record_certificate_loaded(serving.not_after);
+        self.recorder.loaded(serving.not_after);
         let serial = serving.serial.clone();
         self.current = Some(serving);
         CheckOutcome::Loaded { serial }

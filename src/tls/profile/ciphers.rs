@@ -250,7 +250,7 @@ mod tests {
     use rustls::crypto::ring;
 
     use super::*;
-    use crate::tls_profile::profiles::{
+    use crate::tls::profile::profiles::{
         Adherence, INTERMEDIATE_CIPHERS, MODERN_CIPHERS, OLD_CIPHERS, default_profile,
     };
 

@@ -88,10 +88,10 @@ mod tests {
     use tokio::sync::watch;
 
     use super::*;
-    use crate::tls_profile::ciphers::settle;
-    use crate::tls_profile::profiles::{Adherence, MODERN_CIPHERS, Requested, TlsVersion};
-    use crate::webhook::certs::CertResolver;
-    use crate::webhook::server::tls_config;
+    use crate::tls::certs::CertResolver;
+    use crate::tls::config::tls_config;
+    use crate::tls::profile::ciphers::settle;
+    use crate::tls::profile::profiles::{Adherence, MODERN_CIPHERS, Requested, TlsVersion};
 
     fn modern() -> TlsSettings {
         let requested = Requested {

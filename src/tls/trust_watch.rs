@@ -1,5 +1,6 @@
 //! Keeps [`TrustedCas`] current: watches the Mutating- and ValidatingWebhookConfigurations and
-//! this operator's CRD, and publishes the trust points of its webhooks after every change.
+//! this operator's CRD, and publishes the trust points of the webhooks named after every
+//! change.
 //!
 //! Read-only: `get`, `list` and `watch` on the two configuration kinds and on CRDs (the
 //! ClusterRole grants them). Without a Kubernetes client, or while a watch is refused, the
@@ -21,17 +22,17 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::WEBHOOKS;
 use super::trust::{self, TrustedCas};
 use crate::api::CRD_NAME;
 
 /// What the reloader reads: the trust in force, updated after every change.
 pub type TrustWatch = watch::Receiver<Arc<TrustedCas>>;
 
-/// Starts following the API server's trust through `client`.
-pub fn follow(client: Client) -> TrustWatch {
+/// Starts following, through `client`, the API server's trust in the webhooks named `names`
+/// (their `generateName`s, as OLM and `config/` name the entries).
+pub fn follow(client: Client, names: Vec<&'static str>) -> TrustWatch {
     let (sender, receiver) = watch::channel(Arc::new(TrustedCas::default()));
-    tokio::spawn(run(client, sender));
+    tokio::spawn(run(client, names, sender));
     receiver
 }
 
@@ -61,8 +62,7 @@ where
     (reader, events)
 }
 
-async fn run(client: Client, sender: watch::Sender<Arc<TrustedCas>>) {
-    let names: Vec<&str> = WEBHOOKS.iter().map(|w| w.generate_name).collect();
+async fn run(client: Client, names: Vec<&'static str>, sender: watch::Sender<Arc<TrustedCas>>) {
     let (mutating, mutating_events) = changes(
         Api::<MutatingWebhookConfiguration>::all(client.clone()),
         watcher::Config::default(),

@@ -2,6 +2,7 @@
 //! `..data` swap, and files that are missing, mismatched or refused.
 
 use super::*;
+use crate::webhook::metrics::Metrics;
 
 fn paths(dir: &str) -> CertPaths {
     CertPaths {
@@ -173,9 +174,9 @@ fn unchanged_files_are_not_loaded_again_and_a_late_pair_is_picked_up() {
 }
 
 /// A trust of one point for `localhost` whose bundle is `ca`.
-fn trusting(ca: &testkit::pki::Ca) -> Arc<crate::webhook::trust::TrustedCas> {
-    Arc::new(crate::webhook::trust::TrustedCas {
-        points: vec![crate::webhook::trust::TrustPoint {
+fn trusting(ca: &testkit::pki::Ca) -> Arc<crate::tls::trust::TrustedCas> {
+    Arc::new(crate::tls::trust::TrustedCas {
+        points: vec![crate::tls::trust::TrustPoint {
             what: "ValidatingWebhookConfiguration/v vmemcached".to_string(),
             server_name: "localhost".to_string(),
             roots: CertificateDer::pem_slice_iter(ca.pem.as_bytes())
@@ -189,7 +190,7 @@ fn trusting(ca: &testkit::pki::Ca) -> Arc<crate::webhook::trust::TrustedCas> {
 fn judging_reloader(
     dir: &Path,
     resolver: Arc<CertResolver>,
-    trust: crate::webhook::trust_watch::TrustWatch,
+    trust: crate::tls::trust_watch::TrustWatch,
 ) -> CertReloader {
     CertReloader::new(
         candidates(Some(dir), Path::new("/")),
@@ -263,7 +264,7 @@ fn a_renewal_is_served_at_once_when_trust_is_unknown_or_the_served_pair_is_refus
     let old = Ca::root();
     let new = Ca::root();
     let (trust, watch) =
-        tokio::sync::watch::channel(Arc::new(crate::webhook::trust::TrustedCas::default()));
+        tokio::sync::watch::channel(Arc::new(crate::tls::trust::TrustedCas::default()));
     let mut reloader = judging_reloader(dir.path(), Arc::new(CertResolver::default()), watch);
     write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
     assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
@@ -275,7 +276,7 @@ fn a_renewal_is_served_at_once_when_trust_is_unknown_or_the_served_pair_is_refus
     write_leaf(dir.path(), &old.serving(KeyForm::EcPkcs8));
     assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
     // The served pair has expired: a renewal the bundles refuse is no worse.
-    trust.send_replace(Arc::new(crate::webhook::trust::TrustedCas::default()));
+    trust.send_replace(Arc::new(crate::tls::trust::TrustedCas::default()));
     write_leaf(dir.path(), &old.expired_serving());
     assert!(matches!(reloader.check(), CheckOutcome::Loaded { .. }));
     trust.send_replace(trusting(&old));
@@ -290,7 +291,7 @@ fn a_renewal_is_served_at_once_when_trust_is_unknown_or_the_served_pair_is_refus
 
 #[test]
 fn one_bundle_that_accepts_the_renewal_is_enough_to_serve_it() {
-    use crate::webhook::trust::TrustedCas;
+    use crate::tls::trust::TrustedCas;
     use testkit::pki::{Ca, KeyForm};
     let dir = tempfile::tempdir().expect("tempdir");
     let old = Ca::root();

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use testkit::pki::{Ca, KeyForm};
 
 use super::*;
-use crate::webhook::certs::crypto_provider;
+use crate::tls::certs::crypto_provider;
 
 const HOST: &str = "webhook-service.operators.svc";
 
