@@ -24,10 +24,7 @@ use kube::{Api, Client};
 use rustls::crypto::CryptoProvider;
 use tokio::sync::watch;
 
-use super::certs::{CertPaths, ServingCert, load_pair};
-
-/// The newest usable pair read from the Secrets, if any.
-pub type SecretPairs = watch::Receiver<Option<ServingCert>>;
+use super::certs::{CertPaths, SecretPairs, ServingCert, load_pair};
 
 /// Starts following the Secrets `names` in `namespace`.
 pub fn follow(

@@ -32,9 +32,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
-use super::cert_secret::SecretPairs;
 use super::trust_watch::TrustWatch;
 
 /// Where controller-runtime (and OLM's first mount) keeps the serving certificate, relative to
@@ -339,6 +338,10 @@ pub enum CheckOutcome {
         refused_by: Vec<String>,
     },
 }
+
+/// The newest usable pair read from the certificate Secrets, if any: what `cert_secret`
+/// publishes and [`CertReloader::with_secrets`] serves.
+pub type SecretPairs = watch::Receiver<Option<ServingCert>>;
 
 /// Where a [`CertReloader`] reports what it loads: the metrics of the server it feeds.
 pub trait ReloadRecorder: Send + Sync + 'static {

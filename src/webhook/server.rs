@@ -33,7 +33,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::admission::defaults::Defaults;
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
-use crate::tls::cert_secret::SecretPairs;
+use crate::tls::certs::SecretPairs;
 use crate::tls::certs::{self, CertReloader, CertResolver};
 use crate::tls::config::tls_config;
 use crate::tls::profile::TlsSettings;
