@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::release;
-use memcached_operator::controller::children::prefer_distinct_nodes;
+use memcached_operator::controller::desired::children::prefer_distinct_nodes;
 use memcached_operator::operator;
 
 /// Replicas of the operator; one leads, the other serves webhooks and stands by.

@@ -1,16 +1,16 @@
 //! Hands the fields a child's create recorded over to the controller's applies, so that a later
 //! apply can remove a field it no longer sets.
 //!
-//! The controller creates a missing child with a plain create (POST): on the API server it
-//! costs about half of a server-side apply of the same object (docs/performance.md). The
-//! server records the fields of a create under the field manager's `Update` operation, while
-//! an apply's fields go to an `Apply` entry of the same manager; a field that an apply drops
-//! is removed only if no other entry owns it, and the create's entry would. So before the
-//! first apply to a child that still carries that entry, the controller moves the entry's
-//! fields into its `Apply` entry (making the entry that one if there is none) and removes it,
-//! as kubectl does when it moves an object from client-side to server-side apply. Fields the
-//! API server defaulted come along; an apply that drops them lets the server default them
-//! again, to the same values.
+//! The controller writes its children by server-side apply only, whose fields the API server
+//! records under an `Apply` entry of its field manager. Release 0.1.0 created missing children
+//! with a plain create (POST), whose fields the API server records under the same manager's
+//! `Update` entry; a field that an apply drops is removed only if no other entry owns it, and
+//! that entry would. So before the first apply to a child that still carries such an entry
+//! (once, after an upgrade from 0.1.0), the controller moves the entry's fields into its
+//! `Apply` entry (making the entry that one if there is none) and removes it, as kubectl does
+//! when it moves an object from client-side to server-side apply. Fields the API server
+//! defaulted come along; an apply that drops them lets the server default them again, to the
+//! same values.
 //!
 //! Pure: managed-field entries in, entries out. The write (a merge patch conditional on the
 //! resourceVersion read) is the controller's.

@@ -96,16 +96,15 @@ pub struct RunArgs {
     pub reconcile_shutdown_timeout: Duration,
 
     /// Memcacheds reconciled at once (0: no bound). A reconcile that finds nothing to change
-    /// reads only caches; one that writes waits for its share of `--max-requests-in-flight`.
+    /// reads only caches; one that writes waits for its turn under `--max-requests-in-flight`.
     #[arg(long, default_value_t = 16)]
     pub max_concurrent_reconciles: u16,
 
-    /// API requests the controller has in flight at once, Events included, watches not (0: no
-    /// bound). While Memcacheds are being created in bulk (five new ones within 200 ms) its
-    /// writes wait for the creates to end, so that the creating client is served first; after
-    /// 5 s of waiting they go one at a time whatever this says, each followed by a pause as
-    /// long as it took; then it catches up with up to this many. Events go when no other
-    /// request waits (docs/performance.md).
+    /// API requests the controller has in flight at once, Events included (0: no bound); the
+    /// others wait their turn, in order. A watch holds its place only until the API server
+    /// starts answering it. Leader election, the webhooks and the metrics use another client.
+    /// Fairness between the API server's clients is its API Priority and Fairness
+    /// (docs/operating.md).
     #[arg(long, default_value_t = 8)]
     pub max_requests_in_flight: u16,
 }
@@ -331,7 +330,8 @@ pub async fn serve_webhooks(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let client = if args.metrics.metrics_secure {
-        Some(api_client().await.map_err(RunError::MetricsClient)?)
+        let config = api_config().await.map_err(RunError::MetricsClient)?;
+        Some(Client::try_from(config).map_err(RunError::MetricsClient)?)
     } else {
         None
     };
@@ -365,7 +365,10 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         (None, true) => return Err(RunError::NoLeaseNamespace),
         (None, false) => None,
     };
-    let client = api_client().await.map_err(RunError::Client)?;
+    let config = api_config().await.map_err(RunError::Client)?;
+    let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
+    let controller_client =
+        bounded_client(config, args.max_requests_in_flight).map_err(RunError::Client)?;
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     let controller_metrics = controller::metrics::Metrics::register(&mut registry);
     let platform = controller::detect_platform(&client).await;
@@ -376,11 +379,10 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         "starting"
     );
     let mut context = Context::new(
-        client.clone(),
+        controller_client,
         Defaults::from_env(),
         platform,
         controller_metrics,
-        args.max_requests_in_flight,
     );
     context.concurrency = args.max_concurrent_reconciles;
     let context = Arc::new(context);
@@ -433,16 +435,31 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     Ok(())
 }
 
-/// A client of the API server, configured from the cluster or `KUBECONFIG` as kube infers it,
-/// that names the operator in its User-Agent (kube sends none).
-async fn api_client() -> Result<Client, kube::Error> {
+/// How to reach the API server, configured from the cluster or `KUBECONFIG` as kube infers it,
+/// naming the operator in the User-Agent (kube sends none).
+async fn api_config() -> Result<kube::Config, kube::Error> {
     let mut config = kube::Config::infer()
         .await
         .map_err(kube::Error::InferConfig)?;
     if let Ok(agent) = http::HeaderValue::from_str(&crate::operator::user_agent()) {
         config.headers.push((http::header::USER_AGENT, agent));
     }
-    Client::try_from(config)
+    Ok(config)
+}
+
+/// The controller's client: at most `in_flight` requests at once (0: no bound), the others
+/// waiting their turn in order (tower's `ConcurrencyLimitLayer`). A request holds its place
+/// until the API server's response begins: a watch's, once it is established, not while its
+/// events stream. The client of leader election, the webhooks and the metrics is another, so
+/// the controller's queue never delays a lease renewal.
+fn bounded_client(config: kube::Config, in_flight: u16) -> Result<Client, kube::Error> {
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match in_flight {
+        0 => builder.build(),
+        n => builder
+            .with_layer(&tower::limit::ConcurrencyLimitLayer::new(usize::from(n)))
+            .build(),
+    })
 }
 
 /// The cipher suites the TLS profile is settled against: the process's crypto provider's.

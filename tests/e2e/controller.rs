@@ -17,14 +17,17 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use memcached_operator::admission::{Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::controller::cache;
-use memcached_operator::controller::children::CONFIG_HASH_ANNOTATION;
-use memcached_operator::controller::compact::{Marked, Marks, Owner};
-use memcached_operator::controller::own_writes::{OwnWrites, hash64};
+use memcached_operator::controller::cache::compact::{Marked, Marks, Owner, hash64};
+use memcached_operator::controller::cache::known::KnownChildren;
+use memcached_operator::controller::cache::status_stand_in::StatusStandIn;
+use memcached_operator::controller::desired::children::{
+    CONFIG_HASH_ANNOTATION, Platform, desired_statefulset,
+};
+use memcached_operator::controller::desired::drift;
 use serde_json::json;
 use testkit::direct_wiring::DESCRIPTION_LABEL;
 use testkit::process::RELATED_IMAGE;
@@ -194,11 +197,12 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
     let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
 
     // The caches, filled as the controller fills them.
-    let own = Arc::new(OwnWrites::default());
-    let (memcacheds, changed) = cache::memcacheds(env.client.clone(), own.clone(), || {});
-    let (statefulsets, sts_touched) = cache::statefulsets(env.client.clone(), own.clone());
-    let (services, svc_touched) = cache::services(env.client.clone(), own.clone());
-    let (budgets, pdb_touched) = cache::budgets(env.client.clone(), own);
+    let known = Arc::new(KnownChildren::default());
+    let stand_in = Arc::new(StatusStandIn::default());
+    let (memcacheds, changed) = cache::memcacheds(env.client.clone(), stand_in);
+    let (statefulsets, sts_touched) = cache::statefulsets(env.client.clone(), known.clone());
+    let (services, svc_touched) = cache::services(env.client.clone(), known.clone());
+    let (budgets, pdb_touched) = cache::budgets(env.client.clone(), known);
     let (pods, pods_changed) = cache::pods(env.client.clone());
     let drive = tokio::spawn(
         futures::stream::select_all([
@@ -425,7 +429,13 @@ fn operators_entries(meta: &ObjectMeta) -> Vec<(String, String)> {
         .collect()
 }
 
-pub async fn a_field_no_longer_asked_for_is_removed_from_a_created_child(env: Arc<Env>) {
+/// An upgrade from 0.1.0, which created a missing child with a plain create (POST): the fields
+/// of that create are recorded as the operator's `Update`, which a server-side apply alone
+/// would never give up. The controller, which writes by apply only, takes them over once, and
+/// a field no longer asked for is then removed.
+pub async fn a_child_created_by_release_0_1_0_is_taken_over_and_loses_a_field_no_longer_asked_for(
+    env: Arc<Env>,
+) {
     let namespace = env.create_namespace("e2e-fields").await;
     let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
     let memcached: Memcached = serde_json::from_value(json!({
@@ -435,30 +445,59 @@ pub async fn a_field_no_longer_asked_for_is_removed_from_a_created_child(env: Ar
         "spec": {"replicas": 1, "nodeSelector": {"disktype": "ssd"}}
     }))
     .expect("a Memcached");
-    api.create(&PostParams::default(), &memcached)
+    let created = api
+        .create(&PostParams::default(), &memcached)
         .await
         .expect("the Memcached is created");
-    let sts: StatefulSet = child(&env, &namespace, "cache").await;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    let applied: StatefulSet = child(&env, &namespace, "cache").await;
+    // 0.1.0 at work: with the operator stopped, the StatefulSet is made again as 0.1.0 made
+    // it, by a create (the webhooks, which are the operator's, are needed only afterwards).
+    env.stop_operator().await;
+    statefulsets
+        .delete("cache", &DeleteParams::default())
+        .await
+        .expect("the applied StatefulSet is deleted");
+    eventually("the applied StatefulSet is gone", WAIT, || async {
+        statefulsets
+            .get_opt("cache")
+            .await
+            .ok()
+            .filter(Option::is_none)
+            .map(|_| ())
+    })
+    .await;
+    let mut effective = created.clone();
+    effective.spec = default_spec(
+        &created.spec,
+        &Defaults::with_related_image(Some(RELATED_IMAGE.into())),
+    );
+    let mut desired = desired_statefulset(&effective, Platform::Kubernetes);
+    drift::stamp(&mut desired);
+    let post = PostParams {
+        dry_run: false,
+        field_manager: Some("memcached-operator".into()),
+    };
+    let posted = statefulsets
+        .create(&post, &desired)
+        .await
+        .expect("the StatefulSet is created as 0.1.0 did");
+    assert_ne!(posted.metadata.uid, applied.metadata.uid);
+    assert_eq!(
+        operators_entries(posted.meta()),
+        [("Update".to_string(), String::new())]
+    );
+    env.restart_operator(&[]).await;
     let node_selector = |sts: &StatefulSet| {
         sts.spec
             .as_ref()
             .and_then(|s| s.template.spec.as_ref())
             .and_then(|p| p.node_selector.clone())
     };
-    assert_eq!(
-        node_selector(&sts),
-        Some([("disktype".to_string(), "ssd".to_string())].into())
-    );
-    // A missing child is created: its fields are recorded as the operator's Update.
-    assert_eq!(
-        operators_entries(sts.meta()),
-        [("Update".to_string(), String::new())]
-    );
     let change = json!({"spec": {"nodeSelector": null}});
     api.patch("cache", &PatchParams::default(), &Patch::Merge(&change))
         .await
         .expect("patched");
-    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
     let updated = eventually(
         "the StatefulSet's pod template loses its node selector",
         WAIT,
@@ -475,6 +514,31 @@ pub async fn a_field_no_longer_asked_for_is_removed_from_a_created_child(env: Ar
     );
     let fields = serde_json::to_string(&updated.meta().managed_fields).expect("JSON");
     assert!(!fields.contains("nodeSelector"), "{fields}");
+    assert_eq!(
+        updated.metadata.uid, posted.metadata.uid,
+        "the same StatefulSet"
+    );
+}
+
+/// A child the controller creates is written by server-side apply: its fields are the
+/// operator's `Apply` entry, and none is recorded as an `Update`.
+pub async fn children_are_written_by_server_side_apply_only(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-apply").await;
+    let (_, _) = create(&env, &namespace, "cache", 2).await;
+    let sts: StatefulSet = child(&env, &namespace, "cache").await;
+    let svc: Service = child(&env, &namespace, "cache").await;
+    let pdb: PodDisruptionBudget = child(&env, &namespace, "cache").await;
+    for (kind, meta) in [
+        ("StatefulSet", sts.meta()),
+        ("Service", svc.meta()),
+        ("PodDisruptionBudget", pdb.meta()),
+    ] {
+        assert_eq!(
+            operators_entries(meta),
+            [("Apply".to_string(), String::new())],
+            "{kind}"
+        );
+    }
 }
 
 pub async fn hand_made_changes_to_children_are_put_back(env: Arc<Env>) {
@@ -687,39 +751,6 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         notes,
         ["StatefulSet cache created; Service cache created; PodDisruptionBudget cache created"],
         "one Event for the reconcile that created the children"
-    );
-}
-
-/// A new Memcached's first status already carries the StatefulSet controller's report: the
-/// status waits for it (up to `REPORT_WAIT`) instead of first saying only that a rollout began.
-pub async fn a_new_memcacheds_first_status_carries_the_statefulset_controllers_report(
-    env: Arc<Env>,
-) {
-    let namespace = env.create_namespace("e2e-first-status").await;
-    let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    let statuses = watcher(api.clone(), watcher::Config::default())
-        .applied_objects()
-        .filter_map(|object| async move {
-            let status = object.ok()?.status?;
-            let reasons = status
-                .conditions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| format!("{}={}", c.type_, c.reason))
-                .collect::<Vec<_>>();
-            Some(reasons)
-        });
-    let mut statuses = std::pin::pin!(statuses);
-    // Opened before the create: the watch sees every status the Memcached is given.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let _ = create(&env, &namespace, "cache", 0).await;
-    let first = tokio::time::timeout(WAIT, statuses.next())
-        .await
-        .expect("a status within the wait")
-        .expect("the watch goes on");
-    assert!(
-        first.contains(&"Progressing=UpToDate".to_string()),
-        "the first status was written before the StatefulSet controller's report: {first:?}"
     );
 }
 

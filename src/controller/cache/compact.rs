@@ -23,15 +23,34 @@ use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
 use kube::api::PartialObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::own_writes::hash64;
-use super::{drift, field_owners};
 use crate::api::v1beta1::Memcached;
+use crate::controller::field_owners;
 use crate::operator;
+
+/// The annotation on each child that holds the hash of the desired state it was applied with.
+pub const APPLIED_HASH_ANNOTATION: &str = "cache.f2367556.dev/applied-hash";
+
+/// The hash a child was applied with, from its annotation.
+pub fn stamped(metadata: &ObjectMeta) -> Option<u64> {
+    let text = metadata
+        .annotations
+        .as_ref()?
+        .get(APPLIED_HASH_ANNOTATION)?;
+    u64::from_str_radix(text, 16).ok()
+}
+
+/// A 64-bit hash of `value`: what the caches and the controller's records keep instead of
+/// strings and maps.
+pub fn hash64(value: impl Hash) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
 
 /// What the controller reads of a child's labels, annotations and owner references.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Marks {
-    /// The desired-state hash in the applied-hash annotation ([`drift::stamped`]).
+    /// The desired-state hash in the applied-hash annotation ([`stamped`]).
     pub applied: Option<u64>,
     /// A hash of the labels and owner references exactly as they are: equal to the one seen
     /// when the controller last applied or verified the child, they are still the same.
@@ -56,7 +75,7 @@ pub struct Owner {
 impl Marks {
     /// Reads the marks of a child from its full metadata.
     pub fn of(metadata: &ObjectMeta) -> Self {
-        let applied = drift::stamped(metadata);
+        let applied = stamped(metadata);
         let mut hasher = DefaultHasher::new();
         metadata.labels.hash(&mut hasher);
         for owner in metadata.owner_references.iter().flatten() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::stream::{self, Stream, StreamExt};
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::own_writes::hash64;
+use super::compact::hash64;
 use crate::api::v1beta1::Memcached;
 
 /// How often the sweep wakes a slice of the Memcacheds.

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::cache::{self, Objects};
 use super::compact::{CachedBudget, CachedPod, CachedService, CachedStatefulSet, Marked};
-use super::own_writes::OwnWrites;
+use super::known::KnownChildren;
+use super::{self as cache, Objects};
 use crate::api::v1beta1::Memcached;
 
 /// How long the controller waits for the children's caches before it says which one is not
@@ -54,10 +54,12 @@ pub type Woken = mpsc::UnboundedReceiver<ObjectRef<Memcached>>;
 impl Children {
     /// Starts the watches of every kind of child; returns their caches and the names of the
     /// Memcacheds whose children changed.
-    pub fn follow(client: Client, own: Arc<OwnWrites>) -> (Self, Woken) {
-        let (statefulsets, statefulsets_touched) = cache::statefulsets(client.clone(), own.clone());
-        let (services, services_touched) = cache::services(client.clone(), own.clone());
-        let (budgets, budgets_touched) = cache::budgets(client.clone(), own);
+    /// Deletions and relists make `known` forget the children concerned.
+    pub fn follow(client: Client, known: Arc<KnownChildren>) -> (Self, Woken) {
+        let (statefulsets, statefulsets_touched) =
+            cache::statefulsets(client.clone(), known.clone());
+        let (services, services_touched) = cache::services(client.clone(), known.clone());
+        let (budgets, budgets_touched) = cache::budgets(client.clone(), known);
         let (pods, pods_changed) = cache::pods(client);
         let owners = stream::select_all([
             owners("StatefulSets", statefulsets_touched, |s| owner_of(&s)),

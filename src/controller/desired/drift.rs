@@ -23,12 +23,9 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::compact::Marks;
-use super::own_writes::{Known, hash64};
 use crate::api::sizes::parse_quantity_millis;
-
-/// The annotation on each child that holds the hash of the desired state it was applied with.
-pub const APPLIED_HASH_ANNOTATION: &str = "cache.f2367556.dev/applied-hash";
+use crate::controller::cache::compact::{APPLIED_HASH_ANNOTATION, Marks, hash64, stamped};
+use crate::controller::cache::known::Known;
 
 /// What a child needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,15 +58,6 @@ pub fn stamp<K: Resource + Serialize>(desired: &mut K) -> u64 {
     hash
 }
 
-/// The hash a child was applied with, from its annotation.
-pub fn stamped(metadata: &ObjectMeta) -> Option<u64> {
-    let text = metadata
-        .annotations
-        .as_ref()?
-        .get(APPLIED_HASH_ANNOTATION)?;
-    u64::from_str_radix(text, 16).ok()
-}
-
 /// What is known of a child now, to remember after applying or verifying it: `cached` is what
 /// the cache keeps of it (its metadata and marks), `version` its spec version.
 pub fn known(cached: &ObjectMeta, marks: &Marks, version: Option<u64>, desired: u64) -> Known {
@@ -82,23 +70,19 @@ pub fn known(cached: &ObjectMeta, marks: &Marks, version: Option<u64>, desired: 
 }
 
 /// Judges a child from the cache: `desired` is the stamped desired metadata, `cached` what the
-/// cache keeps of the child (metadata, marks, spec version), `known` what the controller
-/// last knew of it, and `echo_awaited` whether the watch has yet to bring back the
-/// controller's last write of it.
+/// cache keeps of the child (metadata, marks, spec version), and `known` what the controller
+/// last knew of it (forgotten when the child is deleted, or its kind listed again).
 pub fn judge(
     desired: &ObjectMeta,
     cached: Option<(&ObjectMeta, &Marks, Option<u64>)>,
     known: Option<Known>,
-    echo_awaited: bool,
 ) -> Verdict {
     let hash = stamped(desired).unwrap_or_default();
     let Some((cached, marks, version)) = cached else {
         return match known {
             // Written moments ago at today's desired state; the watch has yet to bring it. Were
             // it deleted since, that event would follow and wake a reconcile of its own.
-            Some(known) if known.desired == hash && echo_awaited => Verdict::Unseen,
-            // Gone while the watch was down (a relist drops the echoes awaited): ask.
-            Some(known) if known.desired == hash => Verdict::Verify,
+            Some(known) if known.desired == hash => Verdict::Unseen,
             _ => Verdict::Write("missing"),
         };
     };
@@ -252,20 +236,16 @@ mod tests {
     #[test]
     fn a_child_the_cache_lacks_is_written_unless_the_controller_just_wrote_it() {
         let desired = stamped_meta(&[("app", "a")]);
-        assert_eq!(
-            judge(&desired, None, None, false),
-            Verdict::Write("missing")
-        );
+        assert_eq!(judge(&desired, None, None), Verdict::Write("missing"));
         let (child, marks) = cached(&desired);
         let ours = known(&child, &marks, Some(1), stamped(&desired).expect("stamped"));
-        assert_eq!(judge(&desired, None, Some(ours), false), Verdict::Verify);
-        assert_eq!(judge(&desired, None, Some(ours), true), Verdict::Unseen);
+        assert_eq!(judge(&desired, None, Some(ours)), Verdict::Unseen);
         let older = Known {
             desired: ours.desired ^ 1,
             ..ours
         };
         assert_eq!(
-            judge(&desired, None, Some(older), true),
+            judge(&desired, None, Some(older)),
             Verdict::Write("missing")
         );
     }
@@ -277,24 +257,19 @@ mod tests {
         let hash = stamped(&desired).expect("stamped");
         let ours = known(&child, &marks, Some(3), hash);
         assert_eq!(
-            judge(&desired, Some((&child, &marks, Some(3))), Some(ours), false),
+            judge(&desired, Some((&child, &marks, Some(3))), Some(ours)),
             Verdict::Current
         );
         // Someone else changed its spec: a new generation.
         assert_eq!(
-            judge(&desired, Some((&child, &marks, Some(4))), Some(ours), false),
+            judge(&desired, Some((&child, &marks, Some(4))), Some(ours)),
             Verdict::Verify
         );
         // Re-created by someone else: a new uid.
         let mut recreated = child.clone();
         recreated.uid = Some("u-2".into());
         assert_eq!(
-            judge(
-                &desired,
-                Some((&recreated, &marks, Some(3))),
-                Some(ours),
-                false
-            ),
+            judge(&desired, Some((&recreated, &marks, Some(3))), Some(ours)),
             Verdict::Verify
         );
         // Someone else removed a label or an owner reference since: compared field by field.
@@ -305,14 +280,13 @@ mod tests {
             judge(
                 &desired,
                 Some((&unlabelled, &unlabelled_marks, Some(3))),
-                Some(ours),
-                false
+                Some(ours)
             ),
             Verdict::Verify
         );
         // The controller restarted.
         assert_eq!(
-            judge(&desired, Some((&child, &marks, Some(3))), None, false),
+            judge(&desired, Some((&child, &marks, Some(3))), None),
             Verdict::Verify
         );
     }
@@ -324,7 +298,7 @@ mod tests {
         let ours = known(&child, &marks, Some(3), stamped(&desired).expect("stamped"));
         let changed = stamped_meta(&[("app", "b")]);
         assert_eq!(
-            judge(&changed, Some((&child, &marks, Some(3))), Some(ours), false),
+            judge(&changed, Some((&child, &marks, Some(3))), Some(ours)),
             Verdict::Write("desired state changed")
         );
         let mut unstamped = child;
@@ -333,8 +307,7 @@ mod tests {
             judge(
                 &desired,
                 Some((&unstamped, &Marks::of(&unstamped), Some(3))),
-                Some(ours),
-                false
+                Some(ours)
             ),
             Verdict::Write("desired state changed")
         );

@@ -1,0 +1,306 @@
+//! Brings a Memcached's children to what its plan says: the writes that differ, each by
+//! server-side apply with the operator's field manager, and the removal of a budget no longer
+//! asked for. A child the caches show as it should be costs no request.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use tracing::info;
+
+use super::cache::compact::{CachedStatefulSet, Marked, hash64};
+use super::cache::{CachedBudget, Child};
+use super::desired::DesiredChildren;
+use super::desired::drift::{self, Verdict};
+use super::events::Change;
+use super::{Error, Run, api_error, field_owners};
+use crate::api::v1beta1::Memcached;
+use crate::operator;
+
+/// What applying a plan's children did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The StatefulSet as the cache or the apply has it now; `None` when it is not known yet.
+    pub statefulset: Option<CachedStatefulSet>,
+    /// The changes made, for the Event.
+    pub changes: Vec<Change>,
+    /// The first write that failed.
+    pub failure: Option<Error>,
+}
+
+/// Brings the three children of `owner` to `desired`, at once: they are independent, so a
+/// reconcile that writes them waits for one round trip rather than one per child.
+pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Applied {
+    let DesiredChildren {
+        statefulset,
+        service,
+        budget,
+    } = desired;
+    let (mut sts_changes, mut svc_changes, mut pdb_changes) = (Vec::new(), Vec::new(), Vec::new());
+    let children = &run.children;
+    let (sts, svc, pdb) = futures::join!(
+        ensure(
+            run,
+            owner,
+            statefulset,
+            &children.statefulsets,
+            &mut sts_changes
+        ),
+        ensure(run, owner, service, &children.services, &mut svc_changes),
+        async {
+            match budget {
+                Some(budget) => ensure(run, owner, budget, &children.budgets, &mut pdb_changes)
+                    .await
+                    .map(drop),
+                None => remove_budget(run, owner, &mut pdb_changes).await,
+            }
+        },
+    );
+    let changes = [sts_changes, svc_changes, pdb_changes].concat();
+    let (statefulset, failure) = match (sts, svc, pdb) {
+        (Ok(sts), Ok(_), Ok(())) => (sts, None),
+        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => (None, Some(error)),
+    };
+    Applied {
+        statefulset,
+        changes,
+        failure,
+    }
+}
+
+/// Brings one child to its desired state, judged from the cache; returns what the cache keeps
+/// of it now, or `None` for a child written moments ago that the cache has yet to see.
+///
+/// The desired object is stamped with its hash ([`drift::stamp`]). A current child costs no
+/// request; one the cache cannot judge is fetched and compared field by field; one that is
+/// missing or differs is applied (after [`take_over_created_fields`]), and what the apply
+/// returned is remembered ([`KnownChildren`](super::cache::known::KnownChildren)).
+async fn ensure<K>(
+    run: &Run,
+    owner: &Memcached,
+    mut desired: K,
+    cache: &Store<K::Cached>,
+    changes: &mut Vec<Change>,
+) -> Result<Option<K::Cached>, Error>
+where
+    K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let client = &run.context.client;
+    let kind = K::KIND;
+    let hash = drift::stamp(&mut desired);
+    let name = owner.name_any();
+    let namespace = owner.namespace().unwrap_or_default();
+    let memcached = format!("{namespace}/{name}");
+    let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
+    let known = run.known.get(kind, desired.meta());
+    let judged = cached
+        .as_deref()
+        .map(|c| (c.meta(), c.marks(), K::spec_version(c.meta())));
+    let api = Api::<K>::namespaced(client.clone(), &namespace);
+    let mut exists = cached.is_some();
+    // Whether a create (release 0.1.0's) still owns fields of the child: from the cache, or
+    // from the child itself when it is read below.
+    let mut created = cached
+        .as_ref()
+        .map_or(Created::Unknown, |c| Created::Cached(c.marks().created));
+    match (drift::judge(desired.meta(), judged, known), cached) {
+        (Verdict::Current, Some(cached)) => return Ok(Some((*cached).clone())),
+        (Verdict::Unseen, _) => return Ok(None),
+        (Verdict::Write(reason), _) if exists => {
+            info!(memcached = %memcached, kind, field = %reason, "child differs from its desired state")
+        }
+        (Verdict::Write(_), _) => {}
+        (Verdict::Current | Verdict::Verify, _) => {
+            let live = api
+                .get_opt(&name)
+                .await
+                .map_err(|e| api_error("get", kind, owner, e))?;
+            exists = live.is_some();
+            if let Some(live) = live {
+                let (want, have) = (serde_json::to_value(&desired), serde_json::to_value(&live));
+                let difference = match (want, have) {
+                    (Ok(want), Ok(have)) => drift::first_difference(&want, &have),
+                    _ => Some(String::new()),
+                };
+                match difference {
+                    None => {
+                        let version = K::spec_version(live.meta());
+                        let kept = K::cached(live);
+                        run.known.learn(
+                            kind,
+                            desired.meta(),
+                            drift::known(kept.meta(), kept.marks(), version, hash),
+                        );
+                        return Ok(Some(kept));
+                    }
+                    Some(path) => {
+                        info!(memcached = %memcached, kind, field = %path, "child differs from its desired state");
+                        created = Created::Read(Box::new(live.meta().clone()));
+                    }
+                }
+            }
+        }
+    }
+    run.context.metrics.child_written(kind);
+    if exists {
+        take_over_created_fields(owner, &memcached, &api, created).await?;
+    }
+    let apply = PatchParams::apply(operator::NAME).force();
+    let applied = api
+        .patch(&name, &apply, &Patch::Apply(&desired))
+        .await
+        .map_err(|e| api_error("apply", kind, owner, e))?;
+    let version = K::spec_version(applied.meta());
+    let related = applied.object_ref(&());
+    let kept = K::cached(applied);
+    run.known.learn(
+        kind,
+        kept.meta(),
+        drift::known(kept.meta(), kept.marks(), version, hash),
+    );
+    let (reason, verb) = if exists {
+        ("Updated", "updated")
+    } else {
+        ("Created", "created")
+    };
+    info!(memcached = %memcached, kind, verb, "child written");
+    changes.push(Change {
+        reason,
+        note: format!("{kind} {name} {verb}"),
+        related,
+    });
+    Ok(Some(kept))
+}
+
+/// What is known of whether a create still owns fields of a child.
+enum Created {
+    /// Nothing: the child is read (metadata only) if it comes to an apply.
+    Unknown,
+    /// What the cache keeps ([`Marks::created`](super::cache::compact::Marks::created)).
+    Cached(bool),
+    /// The child's metadata, just read.
+    Read(Box<ObjectMeta>),
+}
+
+/// Makes the fields a create of the operator's field manager recorded (an `Update` entry, as
+/// release 0.1.0 created children) part of its `Apply` entry before an apply, so that the
+/// apply can remove what it no longer sets ([`field_owners`]). Happens once per such child;
+/// costs nothing for a child the cache says carries no such entry. The write is conditional
+/// on the resourceVersion read, and a child changed in between fails the reconcile, which is
+/// retried.
+async fn take_over_created_fields<K>(
+    owner: &Memcached,
+    memcached: &str,
+    api: &Api<K>,
+    created: Created,
+) -> Result<(), Error>
+where
+    K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    let name = owner.name_any();
+    let metadata = match created {
+        Created::Cached(false) => return Ok(()),
+        Created::Read(metadata) => *metadata,
+        Created::Cached(true) | Created::Unknown => {
+            let live = api
+                .get_metadata_opt(&name)
+                .await
+                .map_err(|e| api_error("get", K::KIND, owner, e))?;
+            match live {
+                Some(live) => live.metadata,
+                None => return Ok(()),
+            }
+        }
+    };
+    let entries = metadata.managed_fields.as_deref().unwrap_or_default();
+    let Some(folded) = field_owners::fold_updates_into_apply(entries, operator::NAME) else {
+        return Ok(());
+    };
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": metadata.resource_version, "managedFields": folded}
+    });
+    api.patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| api_error("hand over fields of", K::KIND, owner, e))?;
+    info!(
+        memcached,
+        kind = K::KIND,
+        "the fields recorded by its create are now the controller's applied fields"
+    );
+    Ok(())
+}
+
+/// Deletes the Memcached's PodDisruptionBudget if one it owns exists.
+///
+/// Whether one exists comes from the cache of budgets, so the common case, none, costs no
+/// request; only a budget the controller applied that the cache has not seen yet is looked
+/// up (metadata only). The delete is conditional on the uid seen, and a budget already gone
+/// counts as removed: the cache may lag behind a deletion.
+async fn remove_budget(
+    run: &Run,
+    owner: &Memcached,
+    changes: &mut Vec<Change>,
+) -> Result<(), Error> {
+    const KIND: &str = "PodDisruptionBudget";
+    let name = owner.name_any();
+    let namespace = owner.namespace().unwrap_or_default();
+    let api = Api::<PodDisruptionBudget>::namespaced(run.context.client.clone(), &namespace);
+    let owned_uid = |budget: &CachedBudget| {
+        let owned = budget
+            .marks
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.uid == hash64(owner.uid()));
+        owned.then(|| budget.metadata.uid.clone()).flatten()
+    };
+    let cached = run
+        .children
+        .budgets
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let unseen = ObjectMeta {
+        name: Some(name.clone()),
+        namespace: Some(namespace.clone()),
+        ..ObjectMeta::default()
+    };
+    let uid = match cached {
+        Some(budget) => owned_uid(&budget),
+        None if run.known.get(KIND, &unseen).is_some() => api
+            .get_metadata_opt(&name)
+            .await
+            .map_err(|e| api_error("get", KIND, owner, e))?
+            .and_then(|budget| owned_uid(&CachedBudget::from(budget))),
+        None => None,
+    };
+    let Some(uid) = uid else { return Ok(()) };
+    run.context.metrics.child_written(KIND);
+    let only_that_one = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &only_that_one).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(error) => return Err(api_error("delete", KIND, owner, error)),
+    }
+    run.known.forget(KIND, &unseen);
+    info!(memcached = %format!("{namespace}/{name}"), kind = KIND, verb = "deleted", "child written");
+    let related = ObjectReference {
+        api_version: Some("policy/v1".into()),
+        kind: Some(KIND.into()),
+        name: Some(name.clone()),
+        namespace: Some(namespace),
+        uid: Some(uid),
+        ..ObjectReference::default()
+    };
+    changes.push(Change {
+        reason: "Deleted",
+        note: format!("{KIND} {name} deleted"),
+        related,
+    });
+    Ok(())
+}

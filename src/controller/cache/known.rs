@@ -1,0 +1,119 @@
+//! What the controller last knew of each of its children, beyond what the caches keep: the
+//! uid, spec version and labels and owners at which it last applied the child or compared it
+//! field by field, and the hash of the desired state it had then (`desired::drift` judges a
+//! cached child by it: at the same uid, version, labels and owners, and desired state, the
+//! child is current without a request; otherwise it is compared again).
+//!
+//! Kept in memory only, a few machine words per child, keyed and valued by 64-bit hashes: a
+//! collision can at worst make a child look known when it is not (one in 2^64). A deleted
+//! child is forgotten; a kind whose watch lists again is forgotten whole, since a child deleted
+//! while the watch was down sends no event.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use kube::api::ObjectMeta;
+
+use super::compact::hash64;
+
+/// What the controller last knew of a child, as hashes: its uid, its spec version and the
+/// desired state it was applied or verified against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Known {
+    /// The child's uid.
+    pub uid: u64,
+    /// Its spec version (generation, or resourceVersion for kinds without one).
+    pub version: u64,
+    /// The hash of the desired state (the applied-hash annotation).
+    pub desired: u64,
+    /// The hash of its labels and owner references (`Marks::labels_and_owners`).
+    pub labels_and_owners: u64,
+}
+
+/// The controller's record of its children, by kind, then by a hash of namespace and name.
+#[derive(Debug, Default)]
+pub struct KnownChildren(Mutex<HashMap<&'static str, HashMap<u64, Known>>>);
+
+fn key(metadata: &ObjectMeta) -> u64 {
+    hash64((&metadata.namespace, &metadata.name))
+}
+
+impl KnownChildren {
+    fn records(&self) -> MutexGuard<'_, HashMap<&'static str, HashMap<u64, Known>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What is known of the child `kind` named by `metadata` (namespace and name).
+    pub fn get(&self, kind: &'static str, metadata: &ObjectMeta) -> Option<Known> {
+        self.records().get(kind)?.get(&key(metadata)).copied()
+    }
+
+    /// Records what is now known of a child.
+    pub fn learn(&self, kind: &'static str, metadata: &ObjectMeta, what: Known) {
+        self.records()
+            .entry(kind)
+            .or_default()
+            .insert(key(metadata), what);
+    }
+
+    /// Forgets a child that was deleted.
+    pub fn forget(&self, kind: &'static str, metadata: &ObjectMeta) {
+        if let Some(known) = self.records().get_mut(kind) {
+            known.remove(&key(metadata));
+        }
+    }
+
+    /// Forgets every child of `kind`: its watch is listing again.
+    pub fn relisting(&self, kind: &'static str) {
+        if let Some(known) = self.records().get_mut(kind) {
+            known.clear();
+        }
+    }
+
+    /// How many children of `kind` are known.
+    pub fn count(&self, kind: &'static str) -> usize {
+        self.records().get(kind).map_or(0, HashMap::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(namespace: &str, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    const KNOWN: Known = Known {
+        uid: 1,
+        version: 2,
+        desired: 3,
+        labels_and_owners: 4,
+    };
+
+    #[test]
+    fn a_child_is_known_by_kind_namespace_and_name_until_forgotten() {
+        let known = KnownChildren::default();
+        known.learn("StatefulSet", &meta("a", "cache"), KNOWN);
+        assert_eq!(known.get("StatefulSet", &meta("a", "cache")), Some(KNOWN));
+        assert_eq!(known.get("Service", &meta("a", "cache")), None);
+        assert_eq!(known.get("StatefulSet", &meta("b", "cache")), None);
+        known.forget("StatefulSet", &meta("a", "cache"));
+        assert_eq!(known.get("StatefulSet", &meta("a", "cache")), None);
+    }
+
+    #[test]
+    fn a_relist_forgets_every_child_of_its_kind_only() {
+        let known = KnownChildren::default();
+        known.learn("StatefulSet", &meta("a", "one"), KNOWN);
+        known.learn("StatefulSet", &meta("a", "two"), KNOWN);
+        known.learn("Service", &meta("a", "one"), KNOWN);
+        known.relisting("StatefulSet");
+        assert_eq!(known.count("StatefulSet"), 0);
+        assert_eq!(known.count("Service"), 1);
+    }
+}

@@ -1,0 +1,132 @@
+//! The pure parts of reconciling: what a Memcached asks for, computed from its spec and what
+//! the caches hold, with no request and no clock of their own.
+//!
+//! - [`plan`]: the effective (defaulted) Memcached and, unless its spec breaks the admission
+//!   rules, its desired children;
+//! - `children`: the desired StatefulSet, headless Service and PodDisruptionBudget;
+//! - `status`: the status and its conditions, from what the children report;
+//! - `drift`: whether a cached child needs a write, or a field-by-field comparison.
+
+pub mod children;
+pub mod drift;
+pub mod status;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
+use crate::admission::{Defaults, default_spec, validate_create};
+use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached, MemcachedStatus};
+
+/// What a Memcached asks for.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The Memcached with its spec defaulted (defense in depth: as the mutating webhook would
+    /// have), and the status to compare with.
+    pub effective: Memcached,
+    /// Its children, or why none can be made: the admission rules' denial of its spec.
+    pub children: Result<DesiredChildren, String>,
+}
+
+/// The children a Memcached asks for.
+#[derive(Clone, Debug)]
+pub struct DesiredChildren {
+    /// Its StatefulSet.
+    pub statefulset: StatefulSet,
+    /// Its headless Service.
+    pub service: Service,
+    /// Its PodDisruptionBudget; `None` when it should have none (fewer than two replicas).
+    pub budget: Option<PodDisruptionBudget>,
+}
+
+/// The number of memcached servers `effective` asks for.
+pub fn replicas(effective: &Memcached) -> i32 {
+    effective
+        .spec
+        .replicas
+        .unwrap_or(DEFAULT_REPLICAS)
+        .clamp(0, MAX_REPLICAS)
+}
+
+/// Plans `object`: its spec defaulted with `defaults` and validated (an invalid spec, which
+/// the webhooks would have refused, asks for no change), its children as they should be on
+/// `platform`. `written` is the status the controller has written and the cache has yet to
+/// show, which stands in for the cached one.
+pub fn plan(
+    object: &Memcached,
+    defaults: &Defaults,
+    platform: Platform,
+    written: Option<MemcachedStatus>,
+) -> Plan {
+    let mut effective = object.clone();
+    effective.spec = default_spec(&object.spec, defaults);
+    if written.is_some() {
+        effective.status = written;
+    }
+    let children = match validate_create(&effective) {
+        Ok(_) => Ok(DesiredChildren {
+            statefulset: desired_statefulset(&effective, platform),
+            service: desired_service(&effective),
+            budget: desired_pdb(&effective),
+        }),
+        Err(denial) => Err(denial.message),
+    };
+    Plan {
+        effective,
+        children,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1beta1::MemcachedSpec;
+
+    #[test]
+    fn a_valid_spec_plans_its_children_and_a_budget_from_two_replicas() {
+        let object = crate::fixtures::memcached(
+            "cache",
+            MemcachedSpec {
+                replicas: Some(3),
+                ..MemcachedSpec::default()
+            },
+        );
+        let plan = plan(&object, &Defaults::default(), Platform::Kubernetes, None);
+        let children = plan.children.as_ref().expect("children");
+        assert_eq!(children.statefulset.metadata.name.as_deref(), Some("cache"));
+        assert_eq!(children.service.metadata.name.as_deref(), Some("cache"));
+        assert!(children.budget.is_some());
+        assert_eq!(replicas(&plan.effective), 3);
+    }
+
+    #[test]
+    fn an_invalid_spec_plans_no_children_and_says_why() {
+        let object = crate::fixtures::memcached(
+            "cache",
+            MemcachedSpec {
+                replicas: Some(-1),
+                ..MemcachedSpec::default()
+            },
+        );
+        let plan = plan(&object, &Defaults::default(), Platform::Kubernetes, None);
+        let why = plan.children.expect_err("refused");
+        assert!(why.contains("replicas"), "{why}");
+    }
+
+    #[test]
+    fn a_written_status_stands_in_for_the_cached_one() {
+        let object = crate::fixtures::memcached("cache", MemcachedSpec::default());
+        let written = MemcachedStatus {
+            replicas: Some(2),
+            ..MemcachedStatus::default()
+        };
+        let plan = plan(
+            &object,
+            &Defaults::default(),
+            Platform::Kubernetes,
+            Some(written.clone()),
+        );
+        assert_eq!(plan.effective.status, Some(written));
+    }
+}
