@@ -143,13 +143,9 @@ print_env() {
 # directory.
 digest_of() { (cd "$RELEASE_DIR" && find "$@" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32); }
 
-# stamp_file NAME: where the inputs that built NAME's image are recorded; one a reference, so
-# two releases' images do not rebuild each other.
-stamp_file() {
-  local at
-  at="$(in_registry "$(reference "$1")")"
-  echo "$STAMPS/${at//[\/:]/_}"
-}
+# stamp_at LOCATION: where the inputs that built the image stored at LOCATION (in_registry)
+# are recorded; one a reference, so two releases' images do not rebuild each other.
+stamp_at() { echo "$STAMPS/${1//[\/:]/_}"; }
 
 # build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud, then push,
 # unless the registry holds the image and its stamp says the same inputs built it. The image
@@ -161,7 +157,7 @@ build_image() {
   shift 4
   ref="$(reference "$name")"
   at="$(in_registry "$ref")"
-  stamp_file="$(stamp_file "$name")"
+  stamp_file="$(stamp_at "$at")"
   stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" "$PUSHED_AS" | sha256sum | cut -c1-32)"
   if [[ -f "$stamp_file" && "$(<"$stamp_file")" == "$stamp" ]] && present "$at"; then
     log "$name: up to date ($ref)"
@@ -264,7 +260,7 @@ build_one() {
     catalog)
       build_one opm
       build_image catalog "$RELEASE_DIR/catalog.Dockerfile" "$RELEASE_DIR" \
-        "$(digest_of catalog) $(<"$(stamp_file opm)")"
+        "$(digest_of catalog) $(<"$(stamp_at "$(in_registry "$(reference opm)")")")"
       ;;
     memcached)
       "$ROOT/hack/tools.sh" memcached

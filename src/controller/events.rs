@@ -19,7 +19,7 @@ use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
 use tracing::warn;
 
-use super::cache::compact::hash64;
+use super::cache::compact::{hash64, name_key};
 use crate::api::v1beta1::Memcached;
 
 /// Normal (a change) or Warning (a failure).
@@ -39,7 +39,7 @@ impl LastWarnings {
     /// Records `reason` and `note` as `object`'s last warning; whether it differs from the one
     /// before.
     pub fn is_new(&self, object: &ObjectMeta, reason: &str, note: &str) -> bool {
-        let key = hash64((&object.namespace, &object.name));
+        let key = name_key(object);
         let warning = hash64((reason, note));
         let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
         last.insert(key, warning) != Some(warning)
@@ -47,7 +47,7 @@ impl LastWarnings {
 
     /// Forgets `object`'s last warning.
     pub fn clear(&self, object: &ObjectMeta) {
-        let key = hash64((&object.namespace, &object.name));
+        let key = name_key(object);
         let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
         last.remove(&key);
     }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, LogParams};
+use memcached_operator::operator::CONTAINER_NAME;
 use sha2::{Digest, Sha256};
 
 /// Where containerd keeps its tasks' state (`state` in the node's containerd configuration,
@@ -127,6 +128,12 @@ pub fn main_pid(pod: &Pod, container: &str) -> Result<u32, ContainerError> {
         what: "process id",
         text,
     })
+}
+
+/// The process id of the operator's container (`operator::CONTAINER_NAME`) in `pod`: its
+/// entrypoint, as containerd started it; `None` when the pod runs none.
+pub fn operator_process(pod: &Pod) -> Option<u32> {
+    main_pid(pod, CONTAINER_NAME).ok()
 }
 
 /// What the kernel says of a container's process.

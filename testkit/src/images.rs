@@ -54,10 +54,21 @@ pub fn release_reference(release: Release<'_>, name: &str) -> Result<String, Str
     images_sh(Some(release), &["reference", name])
 }
 
+/// Builds and pushes this repository's images `names` (`hack/images.sh build`). Blocks for as
+/// long as the build takes.
+pub fn build(names: &[&str]) -> Result<(), String> {
+    build_for(None, names)
+}
+
 /// Builds and pushes the images `names` of `release` (`operator`, `bundle`, `catalog`), as
 /// `hack/images.sh build` does for this repository's. Blocks for as long as the build takes.
 pub fn build_release(release: Release<'_>, names: &[&str]) -> Result<(), String> {
+    build_for(Some(release), names)
+}
+
+/// `hack/images.sh build NAMES...`, for `release` when given.
+fn build_for(release: Option<Release<'_>>, names: &[&str]) -> Result<(), String> {
     let mut args = vec!["build"];
     args.extend_from_slice(names);
-    images_sh(Some(release), &args).map(|_| ())
+    images_sh(release, &args).map(|_| ())
 }

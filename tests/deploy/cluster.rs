@@ -205,11 +205,4 @@ pub fn restarts(pods: &[Pod]) -> Vec<(String, i32)> {
 
 pub use testkit::containers::pod_ip;
 
-/// The operator's container in each of its pods.
-pub const MANAGER: &str = "manager";
-
-/// The process id of the operator's container in `pod`, as containerd started it; `None` when
-/// it runs none.
-pub fn operator_process(pod: &Pod) -> Option<u32> {
-    testkit::containers::main_pid(pod, MANAGER).ok()
-}
+pub use testkit::containers::operator_process;

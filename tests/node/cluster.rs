@@ -10,7 +10,6 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use testkit::control_plane::ControlPlane;
 use testkit::deploy::{Deployed, start_and_deploy};
-use testkit::repository;
 
 pub use testkit::scenarios::eventually;
 
@@ -146,12 +145,9 @@ pub fn busybox_pod(
     }
 }
 
-/// The reference of one of the images `hack/images.sh` builds.
+/// The reference of one of the images `hack/images.sh` builds (`testkit::images`).
 pub fn image_reference(name: &str) -> String {
-    let script = repository::hack("images.sh");
-    host(&script.to_string_lossy(), &["reference", name])
-        .trim()
-        .to_string()
+    testkit::images::reference(name).unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// Runs `program` with `args` on this machine; returns its standard output, or panics with

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use memcached_operator::api::sizes::parse_quantity;
+use memcached_operator::operator::CONTAINER_NAME;
 use testkit::containers::{confinement, main_pid, sha256_hex};
 use testkit::repository;
 
@@ -30,7 +31,7 @@ pub async fn the_operator_runs_from_its_image_as_the_deployment_confines_it(env:
     let manager = template
         .containers
         .iter()
-        .find(|c| c.name == "manager")
+        .find(|c| c.name == CONTAINER_NAME)
         .expect("the manager container");
     let limit = manager
         .resources
@@ -52,7 +53,7 @@ pub async fn the_operator_runs_from_its_image_as_the_deployment_confines_it(env:
     assert_eq!(pods.len(), 2, "two replicas ({selector})");
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let pid = main_pid(pod, "manager").expect("the manager's process");
+        let pid = main_pid(pod, CONTAINER_NAME).expect("the manager's process");
         let seen = confinement(pid).expect("what the kernel says of it");
         eprintln!("{name}: pid {pid} {seen:?}");
         assert!(

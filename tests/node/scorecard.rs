@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use testkit::repository;
 
-use crate::cluster::{Env, host, image_reference};
+use crate::cluster::{Env, image_reference};
 
 /// The tests bundle/tests/scorecard/config.yaml lists.
 const TESTS: usize = 6;
@@ -17,11 +17,10 @@ pub async fn scorecard_passes_every_test_of_the_shipped_configuration(env: Arc<E
     let busybox = image_reference("busybox");
     let script = repository::hack("scorecard.sh");
     let kubeconfig = env.plane.kubeconfig();
-    let images = repository::hack("images.sh");
     let output = tokio::task::spawn_blocking(move || {
         // A cluster of its own pulls the test image from its registries; this one, from the
         // local registry, where it is built first.
-        host(&images.to_string_lossy(), &["build", "scorecard-test"]);
+        testkit::images::build(&["scorecard-test"]).unwrap_or_else(|error| panic!("{error}"));
         Command::new(&script)
             .env("KUBECONFIG", kubeconfig)
             .env("STORAGE_IMAGE", &busybox)

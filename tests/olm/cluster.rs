@@ -165,14 +165,7 @@ pub use testkit::containers::pod_ip;
 
 pub use testkit::scenarios::eventually;
 
-/// The operator's container in each of its pods, as the CSV names it.
-pub const MANAGER: &str = "manager";
-
-/// The process id of the operator's container in `pod`, as containerd started it; `None` when
-/// it runs none.
-pub fn operator_process(pod: &Pod) -> Option<u32> {
-    testkit::containers::main_pid(pod, MANAGER).ok()
-}
+pub use testkit::containers::operator_process;
 
 /// Builds the images `names` of the release whose packaging output is in `dir`, tagged
 /// `version` (`testkit::images`), without blocking the runtime.

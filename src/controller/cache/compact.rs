@@ -47,6 +47,11 @@ pub fn hash64(value: impl Hash) -> u64 {
     hasher.finish()
 }
 
+/// The key the controller's records file an object under: a hash of its namespace and name.
+pub fn name_key(metadata: &ObjectMeta) -> u64 {
+    hash64((&metadata.namespace, &metadata.name))
+}
+
 /// What the controller reads of a child's labels, annotations and owner references.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Marks {

@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use kube::api::ObjectMeta;
 
-use super::compact::hash64;
+use super::compact::name_key as key;
 
 /// What the controller last knew of a child, as hashes: its uid, its spec version and the
 /// desired state it was applied or verified against.
@@ -33,10 +33,6 @@ pub struct Known {
 /// The controller's record of its children, by kind, then by a hash of namespace and name.
 #[derive(Debug, Default)]
 pub struct KnownChildren(Mutex<HashMap<&'static str, HashMap<u64, Known>>>);
-
-fn key(metadata: &ObjectMeta) -> u64 {
-    hash64((&metadata.namespace, &metadata.name))
-}
 
 impl KnownChildren {
     fn records(&self) -> MutexGuard<'_, HashMap<&'static str, HashMap<u64, Known>>> {

@@ -12,16 +12,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use kube::api::ObjectMeta;
 
-use super::compact::hash64;
+use super::compact::{hash64, name_key as key};
 use crate::api::v1beta1::MemcachedStatus;
 
 /// The statuses written whose write the cache has yet to see, by a hash of namespace and name.
 #[derive(Debug, Default)]
 pub struct StatusStandIn(Mutex<HashMap<u64, (u64, MemcachedStatus)>>);
-
-fn key(metadata: &ObjectMeta) -> u64 {
-    hash64((&metadata.namespace, &metadata.name))
-}
 
 impl StatusStandIn {
     fn written(&self) -> MutexGuard<'_, HashMap<u64, (u64, MemcachedStatus)>> {
