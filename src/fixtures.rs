@@ -167,7 +167,21 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
         option::of("[a-z-]{1,12}"),
         option::of(vec(spread(), 0..2)),
     );
-    (core, scheduling).prop_map(
+    let security = (
+        option::of(tls()),
+        option::of(
+            option::of("[a-z]{1,8}").prop_map(|secret_name| v1beta1::AuthSpec { secret_name }),
+        ),
+        option::of((option::of(0i32..=600), option::of(1i64..=3600)).prop_map(
+            |(pre_stop_delay_seconds, termination_grace_period_seconds)| {
+                v1beta1::GracefulShutdownSpec {
+                    pre_stop_delay_seconds,
+                    termination_grace_period_seconds,
+                }
+            },
+        )),
+    );
+    (core, scheduling, security).prop_map(
         |(
             (replicas, image, memcached, resources, service, pod_disruption_budget),
             (
@@ -177,6 +191,7 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
                 priority_class_name,
                 topology_spread_constraints,
             ),
+            (tls, auth, graceful_shutdown),
         )| v1beta1::MemcachedSpec {
             replicas,
             image,
@@ -189,8 +204,37 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
             node_selector,
             priority_class_name,
             topology_spread_constraints,
+            tls,
+            auth,
+            graceful_shutdown,
         },
     )
+}
+
+fn client_auth() -> impl Strategy<Value = v1beta1::ClientAuth> {
+    prop_oneof![
+        Just(v1beta1::ClientAuth::None),
+        Just(v1beta1::ClientAuth::Request),
+        Just(v1beta1::ClientAuth::Require),
+    ]
+}
+
+/// Any TLS settings.
+fn tls() -> impl Strategy<Value = v1beta1::TlsSpec> {
+    (
+        option::of("[a-z]{1,8}(-tls)?"),
+        option::of(1i32..=65535),
+        option::of(client_auth()),
+        option::of("[a-z]{1,8}/refresher:v[0-9]"),
+    )
+        .prop_map(
+            |(secret_name, plaintext_port, client_auth, refresher_image)| v1beta1::TlsSpec {
+                secret_name,
+                plaintext_port,
+                client_auth,
+                refresher_image,
+            },
+        )
 }
 
 /// Any v1beta1 status.
@@ -205,15 +249,34 @@ pub fn beta_status() -> impl Strategy<Value = v1beta1::MemcachedStatus> {
             0..4,
         )),
         conditions(),
+        option::of(tls().prop_map(|tls| v1beta1::TlsStatus {
+            secret_name: tls.secret_name,
+            client_auth: tls.client_auth,
+            plaintext_port: tls.plaintext_port,
+        })),
+        option::of(
+            option::of("[a-z]{1,8}").prop_map(|secret_name| v1beta1::AuthStatus { secret_name }),
+        ),
     )
         .prop_map(
-            |(observed_generation, replicas, ready_replicas, selector, servers, conditions)| {
+            |(
+                observed_generation,
+                replicas,
+                ready_replicas,
+                selector,
+                servers,
+                conditions,
+                tls,
+                auth,
+            )| {
                 v1beta1::MemcachedStatus {
                     observed_generation,
                     replicas,
                     ready_replicas,
                     selector,
                     servers,
+                    tls,
+                    auth,
                     conditions,
                 }
             },

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::{manager, telemetry};
+use memcached_operator::{manager, refresher, telemetry};
 
 /// Exit code of a subcommand that failed.
 const EXIT_FAILURE: u8 = 1;
@@ -34,6 +34,9 @@ enum Command {
     Run(manager::RunArgs),
     /// Serves the admission and conversion webhooks over TLS, with probes and metrics.
     Webhooks(manager::WebhooksArgs),
+    /// Runs beside memcached in its pod: brings a renewed certificate into the running server
+    /// (`refresh_certs`) without restarting it.
+    RefreshCerts(refresher::RefreshArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,11 @@ fn main() -> ExitCode {
             manager::serve_webhooks(args, shutdown)
                 .await
                 .context("webhook server")
+        }),
+        Command::RefreshCerts(args) => until_signalled(|shutdown| async move {
+            refresher::run(args, shutdown)
+                .await
+                .context("certificate refresher")
         }),
     };
     match served {

@@ -45,6 +45,24 @@ pub const OLM_CERT_SECRET_NAME: &str = "memcached-operator-controller-manager-se
 pub const CERT_MANAGER_CERT_SECRET_NAME: &str = "memcached-operator-webhook-server-cert";
 /// The Secrets the Deployment names with `--cert-secret`, and the only ones it may read.
 pub const CERT_SECRET_NAMES: [&str; 2] = [OLM_CERT_SECRET_NAME, CERT_MANAGER_CERT_SECRET_NAME];
+/// The environment variable naming the image of the certificate refresher that runs beside
+/// memcached (`memcached-operator refresh-certs`): the operator's own image.
+pub const RELATED_IMAGE_REFRESHER_ENV: &str = "RELATED_IMAGE_CERT_REFRESHER";
+/// The registry and organisation the operator's images are published under.
+pub const IMAGE_REPOSITORY: &str = "quay.io/f2367556";
+/// Where the binary sits in the operator's image (the Dockerfile copies it there).
+pub const BINARY_PATH: &str = "/usr/local/bin/memcached-operator";
+
+/// The operator's image for a version.
+pub fn image(version: &str) -> String {
+    format!("{IMAGE_REPOSITORY}/{NAME}:v{version}")
+}
+
+/// The image this build of the operator is released as.
+pub fn own_image() -> String {
+    image(env!("CARGO_PKG_VERSION"))
+}
+
 /// The memcached image used when `RELATED_IMAGE_MEMCACHED` is unset: memcached 1.6, pinned.
 pub const DEFAULT_MEMCACHED_IMAGE: &str = "docker.io/library/memcached:1.6.39-alpine";
 

@@ -119,6 +119,12 @@ pub fn container(image: &str) -> Container {
                 value: Some(operator::DEFAULT_MEMCACHED_IMAGE.to_string()),
                 ..EnvVar::default()
             },
+            // The certificate refresher beside TLS memcached servers is this same image.
+            EnvVar {
+                name: operator::RELATED_IMAGE_REFRESHER_ENV.to_string(),
+                value: Some(image.to_string()),
+                ..EnvVar::default()
+            },
             EnvVar {
                 name: operator::POD_NAMESPACE_ENV.to_string(),
                 value_from: Some(EnvVarSource {

@@ -187,6 +187,64 @@ pub fn v1beta1() -> CrdDescription {
             "How the pods spread across topology domains.",
             &[&hidden],
         ),
+        descriptor(
+            "tls",
+            "TLS",
+            "TLS on the client port, with the certificate from a Secret.",
+            &[&group("tls")],
+        ),
+        descriptor(
+            "tls.secretName",
+            "TLS Secret",
+            "The Secret with tls.crt and tls.key (and ca.crt for client certificates).",
+            &["urn:alm:descriptor:io.kubernetes:Secret"],
+        ),
+        descriptor(
+            "tls.clientAuth",
+            "Client certificates",
+            "None, Request or Require a client certificate signed by the Secret's ca.crt.",
+            &[
+                &ui("select:None"),
+                &ui("select:Request"),
+                &ui("select:Require"),
+            ],
+        ),
+        descriptor(
+            "tls.plaintextPort",
+            "Plaintext port",
+            "A second port for plaintext clients beside TLS, while clients move over.",
+            &[&number, ADVANCED],
+        ),
+        descriptor(
+            "auth",
+            "Authentication",
+            "Clients authenticate with a user and password from a Secret.",
+            &[&group("auth")],
+        ),
+        descriptor(
+            "auth.secretName",
+            "Credentials Secret",
+            "The Secret whose authfile key holds user:password lines.",
+            &["urn:alm:descriptor:io.kubernetes:Secret"],
+        ),
+        descriptor(
+            "gracefulShutdown",
+            "Graceful shutdown",
+            "How long a stopping server keeps serving, and its grace period.",
+            &[&group("gracefulShutdown"), ADVANCED],
+        ),
+        descriptor(
+            "gracefulShutdown.preStopDelaySeconds",
+            "preStop delay (s)",
+            "Seconds a stopping server keeps serving before memcached is signalled.",
+            &[&number, ADVANCED],
+        ),
+        descriptor(
+            "gracefulShutdown.terminationGracePeriodSeconds",
+            "Grace period (s)",
+            "Seconds from the stop to the kill; longer than the preStop delay.",
+            &[&number, ADVANCED],
+        ),
     ];
     let status = vec![
         conditions(),
@@ -219,6 +277,18 @@ pub fn v1beta1() -> CrdDescription {
             "Selector",
             "Label selector of the servers.",
             &[&hidden],
+        ),
+        descriptor(
+            "tls",
+            "TLS",
+            "The TLS every server runs with: its Secret, client certificates, plaintext port.",
+            &["urn:alm:descriptor:text"],
+        ),
+        descriptor(
+            "auth",
+            "Authentication",
+            "The credentials Secret every server runs with.",
+            &["urn:alm:descriptor:text"],
         ),
     ];
     CrdDescription {

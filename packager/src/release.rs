@@ -23,7 +23,7 @@ pub const PACKAGE: &str = operator::NAME;
 pub const CHANNEL: &str = "alpha";
 
 /// Where images are pushed; each image is `<REGISTRY>/<name>:v<version>`.
-pub const REGISTRY: &str = "quay.io/f2367556";
+pub const REGISTRY: &str = operator::IMAGE_REPOSITORY;
 
 /// The operator-sdk release whose scorecard-test image the scorecard config runs (the
 /// operator-sdk that `hack/tools.sh` installs; a test compares the two).
@@ -68,7 +68,7 @@ pub const PLATFORMS: &[ImagePlatform] = &[ImagePlatform {
 
 /// Where the binary sits in the operator image (the Dockerfile copies it there; a test reads
 /// the Dockerfile).
-pub const BINARY_PATH: &str = "/usr/local/bin/memcached-operator";
+pub const BINARY_PATH: &str = operator::BINARY_PATH;
 
 /// Human-facing metadata.
 pub const DISPLAY_NAME: &str = "Memcached Operator";
@@ -98,7 +98,7 @@ pub const MATURITY: &str = "alpha";
 
 /// The operator's image for a version.
 pub fn operator_image(version: &str) -> String {
-    format!("{REGISTRY}/{PACKAGE}:v{version}")
+    operator::image(version)
 }
 
 /// The bundle image for a version.

@@ -12,10 +12,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::v1beta1::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_THREADS, DEFAULT_VERBOSITY,
-    MemcachedConfig, MemcachedSpec, PodDisruptionBudgetSpec, ServiceSpec,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_TERMINATION_GRACE_SECONDS,
+    DEFAULT_THREADS, DEFAULT_VERBOSITY, MemcachedConfig, MemcachedSpec, PodDisruptionBudgetSpec,
+    ServiceSpec,
 };
-use crate::operator::{DEFAULT_MEMCACHED_IMAGE, RELATED_IMAGE_ENV};
+use crate::operator::{
+    self, DEFAULT_MEMCACHED_IMAGE, RELATED_IMAGE_ENV, RELATED_IMAGE_REFRESHER_ENV,
+};
 
 /// The smallest headroom, in MiB, added to the item memory for connection buffers, the hash
 /// table and the process itself.
@@ -28,23 +31,35 @@ pub const DEFAULT_CPU_REQUEST: &str = "100m";
 pub struct Defaults {
     /// The memcached image for specs that name none.
     pub image: String,
+    /// The certificate refresher's image for TLS specs that name none.
+    pub refresher_image: String,
 }
 
 impl Defaults {
-    /// Reads `RELATED_IMAGE_MEMCACHED`; falls back to the pinned memcached 1.6 image when it is
-    /// unset or blank.
+    /// Reads `RELATED_IMAGE_MEMCACHED` and `RELATED_IMAGE_CERT_REFRESHER`; falls back to the
+    /// pinned memcached 1.6 image and to the operator's own image when one is unset or blank.
     pub fn from_env() -> Self {
-        Self::with_related_image(std::env::var(RELATED_IMAGE_ENV).ok())
+        let mut defaults = Self::with_related_image(std::env::var(RELATED_IMAGE_ENV).ok());
+        if let Some(image) = non_blank(std::env::var(RELATED_IMAGE_REFRESHER_ENV).ok()) {
+            defaults.refresher_image = image;
+        }
+        defaults
     }
 
     /// Uses the given related image, or the pinned one when it is absent or blank.
     pub fn with_related_image(related_image: Option<String>) -> Self {
-        let image = related_image
-            .map(|image| image.trim().to_string())
-            .filter(|image| !image.is_empty())
-            .unwrap_or_else(|| DEFAULT_MEMCACHED_IMAGE.to_string());
-        Self { image }
+        let image = non_blank(related_image).unwrap_or_else(|| DEFAULT_MEMCACHED_IMAGE.to_string());
+        Self {
+            image,
+            refresher_image: operator::own_image(),
+        }
     }
+}
+
+fn non_blank(value: Option<String>) -> Option<String> {
+    value
+        .map(|value| value.trim().to_string())
+        .filter(|value| !value.is_empty())
 }
 
 impl Default for Defaults {
@@ -82,6 +97,19 @@ pub fn default_spec(spec: &MemcachedSpec, defaults: &Defaults) -> MemcachedSpec 
         .get_or_insert_with(PodDisruptionBudgetSpec::default)
         .max_unavailable
         .get_or_insert(IntOrString::Int(DEFAULT_MAX_UNAVAILABLE));
+    // TLS, authentication and the shutdown settings stay off unless asked for; once asked
+    // for, their own fields are filled in.
+    if let Some(tls) = &mut spec.tls {
+        tls.client_auth.get_or_insert_default();
+        tls.refresher_image
+            .get_or_insert_with(|| defaults.refresher_image.clone());
+    }
+    if let Some(shutdown) = &mut spec.graceful_shutdown {
+        shutdown.pre_stop_delay_seconds.get_or_insert(0);
+        shutdown
+            .termination_grace_period_seconds
+            .get_or_insert(DEFAULT_TERMINATION_GRACE_SECONDS);
+    }
     spec
 }
 
@@ -137,6 +165,30 @@ mod tests {
         let resources = spec.resources.expect("resources");
         let limit = resources.limits.and_then(|l| l.get("memory").cloned());
         assert_eq!(limit, Some(Quantity("96Mi".into())));
+    }
+
+    #[test]
+    fn tls_and_shutdown_are_filled_in_only_when_asked_for() {
+        let spec = default_spec(&MemcachedSpec::default(), &defaults());
+        assert_eq!(
+            (spec.tls, spec.auth, spec.graceful_shutdown),
+            (None, None, None)
+        );
+        let asked = MemcachedSpec {
+            tls: Some(crate::api::v1beta1::TlsSpec {
+                secret_name: Some("cache-tls".into()),
+                ..Default::default()
+            }),
+            graceful_shutdown: Some(crate::api::v1beta1::GracefulShutdownSpec::default()),
+            ..MemcachedSpec::default()
+        };
+        let spec = default_spec(&asked, &defaults());
+        let tls = spec.tls.expect("tls");
+        assert_eq!(tls.client_auth, Some(crate::api::v1beta1::ClientAuth::None));
+        assert_eq!(tls.plaintext_port, None);
+        let shutdown = spec.graceful_shutdown.expect("graceful shutdown");
+        assert_eq!(shutdown.pre_stop_delay_seconds, Some(0));
+        assert_eq!(shutdown.termination_grace_period_seconds, Some(30));
     }
 
     #[test]

@@ -23,6 +23,8 @@ use crate::api::v1beta1::{
 };
 use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
 
+mod security;
+
 /// Warnings returned to the client with an admitted request.
 pub type Warnings = Vec<String>;
 
@@ -182,7 +184,7 @@ fn check_spec(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &
         ));
     }
     if let Some(image) = &spec.image {
-        check_image(image, violations, warnings);
+        check_image("spec.image", image, violations, warnings);
     }
     check_memcached(spec, violations, warnings);
     if let Some(resources) = &spec.resources {
@@ -203,6 +205,7 @@ fn check_spec(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &
     {
         check_max_unavailable(max, violations);
     }
+    security::check(spec, violations, warnings);
 }
 
 /// What an image reference is worth.
@@ -300,15 +303,20 @@ fn judge_image_once(image: &str) -> ImageVerdict {
     })
 }
 
-fn check_image(image: &str, violations: &mut Vec<Violation>, warnings: &mut Warnings) {
+pub(super) fn check_image(
+    field: &str,
+    image: &str,
+    violations: &mut Vec<Violation>,
+    warnings: &mut Warnings,
+) {
     match judge_image_once(image) {
         ImageVerdict::Invalid => violations.push(Violation::new(
-            "spec.image",
+            field,
             format!("{image:?} is not a valid OCI image reference ([registry/]repository[:tag][@digest], lowercase repository)"),
         )),
         ImageVerdict::Unpinned => warnings.push(format!(
-            "spec.image: {image:?} uses the latest tag; pin a version or a digest so every \
-             memcached server runs the same build"
+            "{field}: {image:?} uses the latest tag; pin a version or a digest so every \
+             memcached pod runs the same build"
         )),
         ImageVerdict::Pinned => {}
     }

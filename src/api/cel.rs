@@ -11,7 +11,9 @@
 use kube::core::{Message, Reason, Rule};
 
 use super::memcached_flags::managed_flag_pattern;
-use super::v1beta1::{DEFAULT_MEMORY_LIMIT_MB, MIN_ITEM_SIZE_BYTES};
+use super::v1beta1::{
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MIN_ITEM_SIZE_BYTES,
+};
 
 /// memcached's item-size notation: digits, optionally followed by `k`/`K` or `m`/`M`.
 pub const ITEM_SIZE_PATTERN: &str = "^[0-9]+[kKmM]?$";
@@ -71,6 +73,58 @@ pub fn no_managed_flags() -> Rule {
              matching spec.memcached field instead",
         )
         .reason(Reason::FieldValueForbidden)
+}
+
+/// A DNS-1123 subdomain, the grammar of a Secret's name.
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// On `spec.tls`: the Secret the certificate comes from is named.
+pub fn tls_secret_is_named() -> Rule {
+    Rule::new("has(self.secretName)")
+        .message("spec.tls.secretName is required: the Secret that holds tls.crt and tls.key")
+        .field_path(".secretName")
+        .reason(Reason::FieldValueRequired)
+}
+
+/// On `spec.auth`: the Secret the credentials come from is named.
+pub fn auth_secret_is_named() -> Rule {
+    Rule::new("has(self.secretName)")
+        .message(
+            "spec.auth.secretName is required: the Secret whose authfile key holds the credentials",
+        )
+        .field_path(".secretName")
+        .reason(Reason::FieldValueRequired)
+}
+
+/// On `spec`: the plaintext port beside TLS is not the client port.
+pub fn plaintext_port_is_not_the_client_port() -> Rule {
+    Rule::new(format!(
+        "!has(self.tls) || !has(self.tls.plaintextPort) || self.tls.plaintextPort != \
+         (has(self.service) && has(self.service.port) ? self.service.port : {DEFAULT_PORT})"
+    ))
+    .message(Message::Message(format!(
+        "spec.tls.plaintextPort must differ from the client port, spec.service.port (default \
+         {DEFAULT_PORT})"
+    )))
+    .field_path(".tls.plaintextPort")
+    .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec.gracefulShutdown`: the grace period outlasts the preStop delay, so the kubelet
+/// signals memcached before it kills it.
+pub fn grace_period_outlasts_the_delay() -> Rule {
+    Rule::new(format!(
+        "(has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : \
+         {DEFAULT_TERMINATION_GRACE_SECONDS}) > \
+         (has(self.preStopDelaySeconds) ? self.preStopDelaySeconds : 0)"
+    ))
+    .message(Message::Message(format!(
+        "spec.gracefulShutdown.terminationGracePeriodSeconds (default \
+         {DEFAULT_TERMINATION_GRACE_SECONDS}) must be longer than preStopDelaySeconds"
+    )))
+    .field_path(".terminationGracePeriodSeconds")
+    .reason(Reason::FieldValueInvalid)
 }
 
 /// On `spec.podDisruptionBudget.maxUnavailable`: a count of zero or more, or a percentage.

@@ -16,6 +16,13 @@ use serde::{Deserialize, Serialize};
 
 use super::cel;
 
+mod security;
+
+pub use security::{
+    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, MAX_AUTH_ENTRIES, TLS_CA_KEY, TLS_CERT_KEY,
+    TLS_KEY_KEY, TlsSpec, TlsStatus,
+};
+
 /// Replicas when none are given.
 pub const DEFAULT_REPLICAS: i32 = 1;
 /// The most replicas a Memcached may ask for.
@@ -36,6 +43,8 @@ pub const DEFAULT_VERBOSITY: i32 = 0;
 pub const DEFAULT_PORT: i32 = 11211;
 /// The PodDisruptionBudget's maxUnavailable when none is given.
 pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
+/// The pods' termination grace period, in seconds, when none is given.
+pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
 
 /// The desired state of a memcached cluster.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -63,6 +72,7 @@ pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = cel::plaintext_port_is_not_the_client_port())]
 pub struct MemcachedSpec {
     /// Number of memcached servers (0 to 64). Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,6 +123,37 @@ pub struct MemcachedSpec {
     /// How the memcached pods spread across topology domains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
+
+    /// TLS on the client port. Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+
+    /// Authentication of clients by user and password. Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+
+    /// How a memcached server stops: how long it keeps serving after it is told to stop, and
+    /// how long it then has before it is killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graceful_shutdown: Option<GracefulShutdownSpec>,
+}
+
+/// How a memcached server stops.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = cel::grace_period_outlasts_the_delay())]
+#[serde(rename_all = "camelCase")]
+pub struct GracefulShutdownSpec {
+    /// Seconds a stopping server keeps serving before memcached is signalled (a preStop sleep),
+    /// so that clients see it leave the Service's endpoints first (0 to 600). None when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 600))]
+    pub pre_stop_delay_seconds: Option<i32>,
+
+    /// Seconds from the start of the stop to the kill: the preStop delay plus memcached's own
+    /// shutdown; longer than `preStopDelaySeconds` (1 to 3600). Defaults to 30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub termination_grace_period_seconds: Option<i64>,
 }
 
 /// memcached's own settings, passed to it as command-line flags.
@@ -203,6 +244,14 @@ pub struct MemcachedStatus {
     /// Addresses (`host:port`) of the ready servers, in pod order, for clients to hash over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servers: Option<Vec<String>>,
+
+    /// TLS as the servers' pod template configures it; absent when off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
+
+    /// Authentication as the servers' pod template configures it; absent when off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthStatus>,
 
     /// Available, Progressing and Degraded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

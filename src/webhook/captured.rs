@@ -16,5 +16,6 @@ pub fn response_of(reply: &Reply) -> Value {
 pub fn defaults() -> Defaults {
     Defaults {
         image: "registry.example/memcached:1.6".to_string(),
+        refresher_image: "registry.example/memcached-operator:v1".to_string(),
     }
 }

@@ -49,35 +49,6 @@ const HOLD: Duration = Duration::from_secs(3);
 /// pods, and then some.
 const RENEWAL_LIMIT: Duration = Duration::from_secs(180);
 
-/// Makes cert-manager issue the Certificate again, as `cmctl renew` does: it sets the
-/// `Issuing` condition (reason `ManuallyTriggered`) in the Certificate's status, the request
-/// cert-manager documents for a manual renewal. cert-manager does the issuing and writes every
-/// other status itself; the test only reads what it wrote.
-async fn renew(env: &Env, certificate: &str) {
-    let api = certificates(env);
-    let object = api.get_status(certificate).await.expect("the Certificate");
-    let mut conditions: Vec<serde_json::Value> = object.data["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    conditions.retain(|c| c["type"] != "Issuing");
-    conditions.push(json!({
-        "type": "Issuing",
-        "status": "True",
-        "reason": "ManuallyTriggered",
-        "message": "Certificate re-issuance manually triggered",
-        "lastTransitionTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        "observedGeneration": object.metadata.generation,
-    }));
-    let patch = json!({
-        "metadata": {"resourceVersion": object.metadata.resource_version},
-        "status": {"conditions": conditions},
-    });
-    api.patch_status(certificate, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("set the Issuing condition");
-}
-
 /// When each step of a renewal was first seen.
 #[derive(Debug)]
 struct Timeline {
@@ -135,7 +106,9 @@ async fn follow_renewal(
     let paused = hold_cainjector
         .then(|| PausedCainjector::pause(&env.plane).unwrap_or_else(|error| panic!("{error}")));
     let triggered = Instant::now();
-    renew(env, &env.deployed.certificate).await;
+    testkit::certificates::renew(&certificates(env), &env.deployed.certificate)
+        .await
+        .expect("cert-manager is asked to renew the certificate");
     let deadline = triggered + RENEWAL_LIMIT;
     let (secret, issued) = loop {
         assert!(

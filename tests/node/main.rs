@@ -1,7 +1,8 @@
 //! Proves what only a real node can: the local cluster's kubelet, containerd and runc run the
 //! operator from the image built from the shipped Dockerfile, and enforce what the Deployment
 //! asks of its containers; the node keeps pod traffic on this machine; and memcached's servers
-//! answer by the names `status.servers` gives, through the cluster's DNS; and scorecard's six
+//! answer by the names `status.servers` gives, through the cluster's DNS, and refuse the
+//! clients TLS, client certificates and credentials keep out; and scorecard's six
 //! tests pass on the shipped bundle, run in pods as certification runs them.
 //!
 //! One environment serves every scenario (`testkit::scenarios`): a control plane with a real
@@ -15,7 +16,9 @@ mod confinement;
 mod controls;
 mod dns;
 mod network;
+mod rotation;
 mod scorecard;
+mod secured;
 
 use crate::cluster::Env;
 
@@ -25,6 +28,9 @@ fn main() {
         confinement::the_operator_runs_from_its_image_as_the_deployment_confines_it,
         controls::the_runtime_refuses_what_a_container_may_not_do,
         dns::memcached_answers_by_the_names_in_its_status_through_cluster_dns,
+        secured::tls_client_certificates_and_credentials_are_required_of_every_client,
+        secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
+        rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
         scorecard::scorecard_passes_every_test_of_the_shipped_configuration,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);

@@ -50,6 +50,41 @@ fn cel_admits(object: &Memcached) -> bool {
 fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
     vec![
         (
+            "TLS without its Secret",
+            with(|s| s.tls = Some(crate::api::v1beta1::TlsSpec::default())),
+            "spec.tls.secretName",
+            true,
+        ),
+        (
+            "authentication without its Secret",
+            with(|s| s.auth = Some(crate::api::v1beta1::AuthSpec::default())),
+            "spec.auth.secretName",
+            true,
+        ),
+        (
+            "plaintext port on the client port",
+            with(|s| {
+                s.tls = Some(crate::api::v1beta1::TlsSpec {
+                    secret_name: Some("cache-tls".into()),
+                    plaintext_port: Some(11211),
+                    ..Default::default()
+                });
+            }),
+            "spec.tls.plaintextPort",
+            true,
+        ),
+        (
+            "grace period within the preStop delay",
+            with(|s| {
+                s.graceful_shutdown = Some(crate::api::v1beta1::GracefulShutdownSpec {
+                    pre_stop_delay_seconds: Some(45),
+                    termination_grace_period_seconds: None,
+                });
+            }),
+            "spec.gracefulShutdown.terminationGracePeriodSeconds",
+            true,
+        ),
+        (
             "item size above half the memory",
             with(|s| config(s).max_item_size = Some("33m".into())),
             "spec.memcached.maxItemSize",

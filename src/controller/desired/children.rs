@@ -2,7 +2,7 @@
 //! Service that gives each a stable address, and a PodDisruptionBudget.
 //!
 //! Pure functions of a Memcached whose spec has been defaulted; they never talk to the API
-//! server. Every child carries the `app.kubernetes.io/*` labels and a controller owner
+//! server. What secures the clients (TLS, authentication) is in [`security`]. Every child carries the `app.kubernetes.io/*` labels and a controller owner
 //! reference (with blockOwnerDeletion), so deleting the Memcached deletes them.
 
 use std::collections::BTreeMap;
@@ -11,9 +11,10 @@ use k8s_openapi::api::apps::v1::{
     RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecurityContext, Service,
-    ServicePort, ServiceSpec, TCPSocketAction, WeightedPodAffinityTerm,
+    Affinity, Capabilities, Container, ContainerPort, Lifecycle, LifecycleHandler, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+    SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction, VolumeMount,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -23,10 +24,12 @@ use sha2::{Digest, Sha256};
 
 use crate::api::v1beta1::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_THREADS, DEFAULT_VERBOSITY,
-    Memcached,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_TERMINATION_GRACE_SECONDS,
+    DEFAULT_THREADS, DEFAULT_VERBOSITY, Memcached,
 };
 use crate::operator;
+
+pub mod security;
 
 /// The memcached container's name.
 pub const CONTAINER_NAME: &str = "memcached";
@@ -104,6 +107,23 @@ pub fn port(memcached: &Memcached) -> i32 {
         .unwrap_or(DEFAULT_PORT)
 }
 
+/// The ports memcached serves, by name: the client port, and the plaintext one beside TLS.
+fn named_ports(memcached: &Memcached) -> impl Iterator<Item = (&'static str, i32)> {
+    let plaintext = security::plaintext_port(memcached);
+    std::iter::once((PORT_NAME, port(memcached)))
+        .chain(plaintext.map(|port| (security::PLAINTEXT_PORT_NAME, port)))
+}
+
+/// The preStop delay, when one is asked for (a delay of 0 is none).
+fn pre_stop_delay(memcached: &Memcached) -> Option<i32> {
+    let delay = memcached
+        .spec
+        .graceful_shutdown
+        .as_ref()?
+        .pre_stop_delay_seconds?;
+    (delay > 0).then_some(delay)
+}
+
 /// memcached's arguments: the managed flags from the spec, then `extraArgs`.
 pub fn memcached_args(memcached: &Memcached) -> Vec<String> {
     let config = memcached.spec.memcached.clone().unwrap_or_default();
@@ -134,11 +154,12 @@ pub fn memcached_args(memcached: &Memcached) -> Vec<String> {
         2 => args.push("-vv".into()),
         _ => {}
     }
+    args.extend(security::args(memcached, port(memcached)));
     args.extend(config.extra_args.unwrap_or_default());
     args
 }
 
-fn memcached_container(memcached: &Memcached) -> Container {
+fn memcached_container(memcached: &Memcached, mounts: Vec<VolumeMount>) -> Container {
     let probe = |initial_delay, period| Probe {
         tcp_socket: Some(TCPSocketAction {
             port: IntOrString::String(PORT_NAME.into()),
@@ -154,26 +175,46 @@ fn memcached_container(memcached: &Memcached) -> Container {
         name: CONTAINER_NAME.into(),
         image: memcached.spec.image.clone(),
         args: Some(memcached_args(memcached)),
-        ports: Some(vec![ContainerPort {
-            name: Some(PORT_NAME.into()),
-            container_port: port(memcached),
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
+        ports: Some(
+            named_ports(memcached)
+                .map(|(name, port)| ContainerPort {
+                    name: Some(name.into()),
+                    container_port: port,
+                    protocol: Some("TCP".into()),
+                    ..ContainerPort::default()
+                })
+                .collect(),
+        ),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        lifecycle: pre_stop_delay(memcached).map(|seconds| Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: i64::from(seconds),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            post_start: None,
+            stop_signal: None,
+        }),
         readiness_probe: Some(probe(2, 5)),
         liveness_probe: Some(probe(10, 10)),
         resources: memcached.spec.resources.clone(),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(restricted()),
         ..Container::default()
+    }
+}
+
+/// The security context of every container in a memcached pod.
+fn restricted() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
     }
 }
 
@@ -217,7 +258,9 @@ pub fn prefer_distinct_nodes(labels: BTreeMap<String, String>) -> Affinity {
 /// The StatefulSet `<name>`: one pod per server, in parallel, behind the headless Service.
 pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> StatefulSet {
     let spec = &memcached.spec;
-    let container = memcached_container(memcached);
+    let (volumes, mounts) = security::volumes(memcached);
+    let refresher = security::refresher(memcached, port(memcached), &mounts, restricted());
+    let container = memcached_container(memcached, mounts);
     let user_scheduling = spec.affinity.is_some() || spec.topology_spread_constraints.is_some();
     let pod_labels = labels(memcached);
     StatefulSet {
@@ -247,6 +290,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
+                    init_containers: refresher.map(|refresher| vec![refresher]),
                     containers: vec![container],
                     affinity: if user_scheduling {
                         spec.affinity.clone()
@@ -259,12 +303,25 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     topology_spread_constraints: spec.topology_spread_constraints.clone(),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
-                    termination_grace_period_seconds: Some(30),
+                    termination_grace_period_seconds: Some(
+                        spec.graceful_shutdown
+                            .as_ref()
+                            .and_then(|s| s.termination_grace_period_seconds)
+                            .unwrap_or(DEFAULT_TERMINATION_GRACE_SECONDS),
+                    ),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: match platform {
                             Platform::OpenShift => None,
                             Platform::Kubernetes => Some(MEMCACHED_IMAGE_UID),
+                        },
+                        // The Secrets' files are readable by the pod's group only; OpenShift's
+                        // SCC assigns that group from the namespace's range.
+                        fs_group: match platform {
+                            Platform::Kubernetes if !volumes.is_empty() => {
+                                Some(MEMCACHED_IMAGE_UID)
+                            }
+                            _ => None,
                         },
                         seccomp_profile: Some(SeccompProfile {
                             type_: "RuntimeDefault".into(),
@@ -272,6 +329,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                         }),
                         ..PodSecurityContext::default()
                     }),
+                    volumes: (!volumes.is_empty()).then_some(volumes),
                     ..PodSpec::default()
                 }),
             },
@@ -288,13 +346,17 @@ pub fn desired_service(memcached: &Memcached) -> Service {
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             selector: Some(selector_labels(memcached)),
-            ports: Some(vec![ServicePort {
-                name: Some(PORT_NAME.into()),
-                port: port(memcached),
-                target_port: Some(IntOrString::String(PORT_NAME.into())),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(
+                named_ports(memcached)
+                    .map(|(name, port)| ServicePort {
+                        name: Some(name.into()),
+                        port,
+                        target_port: Some(IntOrString::String(name.into())),
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
             ..ServiceSpec::default()
         }),
         status: None,

@@ -1,5 +1,6 @@
 //! Computes a Memcached's status from what its children report: how many servers exist and
-//! are ready, their addresses, and the Available, Progressing and Degraded conditions.
+//! are ready, their addresses, the TLS and authentication every server runs with, and the
+//! Available, Progressing and Degraded conditions.
 //!
 //! Pure: the caller supplies the observations and the current time. A condition's
 //! lastTransitionTime moves only when its status changes; reason and message follow the
@@ -9,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use super::children::{port, selector_string};
-use crate::api::v1beta1::{DEFAULT_REPLICAS, Memcached, MemcachedStatus};
+use crate::api::v1beta1::{AuthStatus, DEFAULT_REPLICAS, Memcached, MemcachedStatus, TlsStatus};
 use crate::controller::cache::compact::{CachedPod, CachedStatefulSet};
 
 /// Condition type: enough servers are ready to serve.
@@ -218,14 +219,37 @@ pub fn desired_status(
         ),
     );
 
+    // What every server runs with changes once the StatefulSet has rolled the spec out to all
+    // of them; until then the servers still run with what the status said before.
+    let rolled_out = matches!(progressing_reason, "UpToDate" | "WaitingForReadiness");
+    let (tls, auth) = if rolled_out {
+        in_force(memcached)
+    } else {
+        (previous.tls.clone(), previous.auth.clone())
+    };
     MemcachedStatus {
         observed_generation: generation,
         replicas: Some(existing),
         ready_replicas: Some(ready_count),
         selector: Some(selector_string(memcached)),
         servers: Some(servers),
+        tls,
+        auth,
         conditions: Some(conditions),
     }
+}
+
+/// The TLS and authentication a (defaulted) spec configures the servers with.
+fn in_force(memcached: &Memcached) -> (Option<TlsStatus>, Option<AuthStatus>) {
+    let tls = memcached.spec.tls.as_ref().map(|tls| TlsStatus {
+        secret_name: tls.secret_name.clone(),
+        client_auth: Some(tls.client_auth.unwrap_or_default()),
+        plaintext_port: tls.plaintext_port,
+    });
+    let auth = memcached.spec.auth.as_ref().map(|auth| AuthStatus {
+        secret_name: auth.secret_name.clone(),
+    });
+    (tls, auth)
 }
 
 #[cfg(test)]

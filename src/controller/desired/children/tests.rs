@@ -216,3 +216,148 @@ fn a_budget_exists_from_two_replicas() {
     object.spec.replicas = Some(0);
     assert_eq!(desired_pdb(&object), None);
 }
+
+fn secured() -> Memcached {
+    use crate::api::v1beta1::{AuthSpec, ClientAuth, GracefulShutdownSpec, TlsSpec};
+    defaulted(
+        "secured",
+        MemcachedSpec {
+            replicas: Some(2),
+            tls: Some(TlsSpec {
+                secret_name: Some("secured-tls".into()),
+                plaintext_port: Some(11212),
+                client_auth: Some(ClientAuth::Require),
+                refresher_image: Some("registry.example.com/memcached-operator:v0.1.0".into()),
+            }),
+            auth: Some(AuthSpec {
+                secret_name: Some("secured-auth".into()),
+            }),
+            graceful_shutdown: Some(GracefulShutdownSpec {
+                pre_stop_delay_seconds: Some(5),
+                termination_grace_period_seconds: Some(20),
+            }),
+            ..MemcachedSpec::default()
+        },
+    )
+}
+
+#[test]
+fn children_of_a_secured_memcached_match_the_golden_files() {
+    let object = secured();
+    golden(
+        "secured-statefulset",
+        &desired_statefulset(&object, Platform::Kubernetes),
+    );
+    golden("secured-service", &desired_service(&object));
+}
+
+#[test]
+fn tls_and_auth_become_flags_volumes_and_ports() {
+    let object = secured();
+    let args = memcached_args(&object);
+    let tail: Vec<&str> = args.iter().map(String::as_str).skip(12).collect();
+    assert_eq!(
+        tail,
+        [
+            "--enable-ssl",
+            "-o",
+            "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key,\
+             ssl_ca_cert=/etc/memcached/tls/ca.crt,ssl_verify_mode=2",
+            "-l",
+            "*:11211,notls:*:11212",
+            "--auth-file=/etc/memcached/auth/authfile",
+        ]
+    );
+    let sts = desired_statefulset(&object, Platform::OpenShift);
+    let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
+    let secrets: Vec<_> = pod
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+        .collect();
+    assert_eq!(secrets, ["secured-tls", "secured-auth"]);
+    // OpenShift's SCC picks the group that may read the Secrets' files.
+    assert_eq!(pod.security_context.and_then(|s| s.fs_group), None);
+    let container = &pod.containers[0];
+    let ports: Vec<_> = container
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [("memcache".into(), 11211), ("memcache-plain".into(), 11212)]
+    );
+    let service_ports = desired_service(&object).spec.and_then(|s| s.ports);
+    assert_eq!(service_ports.map(|p| p.len()), Some(2));
+
+    // Client certificates off: no CA is read, and without a plaintext port no -l is given.
+    let mut plain = object.clone();
+    let tls = plain.spec.tls.as_mut().expect("tls");
+    tls.client_auth = Some(crate::api::v1beta1::ClientAuth::None);
+    tls.plaintext_port = None;
+    plain.spec.auth = None;
+    let args = memcached_args(&plain);
+    assert_eq!(
+        args[12..],
+        [
+            "--enable-ssl",
+            "-o",
+            "ssl_chain_cert=/etc/memcached/tls/tls.crt,ssl_key=/etc/memcached/tls/tls.key"
+        ]
+    );
+}
+
+#[test]
+fn shutdown_sets_the_pre_stop_sleep_and_the_grace_period() {
+    let sts = desired_statefulset(&secured(), Platform::Kubernetes);
+    let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
+    assert_eq!(pod.termination_grace_period_seconds, Some(20));
+    let sleep = pod.containers[0]
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref()?.sleep.as_ref())
+        .map(|s| s.seconds);
+    assert_eq!(sleep, Some(5));
+    let minimal = desired_statefulset(&minimal(), Platform::Kubernetes);
+    let pod = minimal
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("a pod spec");
+    assert_eq!(pod.termination_grace_period_seconds, Some(30));
+    assert_eq!(pod.containers[0].lifecycle, None);
+}
+
+#[test]
+fn a_tls_server_has_the_certificate_refresher_beside_it() {
+    let sts = desired_statefulset(&secured(), Platform::Kubernetes);
+    let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
+    let sidecars = pod.init_containers.expect("init containers");
+    assert_eq!(sidecars.len(), 1);
+    let refresher = &sidecars[0];
+    assert_eq!(refresher.name, "cert-refresher");
+    // A native sidecar: it keeps running beside memcached, and starts before it.
+    assert_eq!(refresher.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        refresher.image.as_deref(),
+        Some("registry.example.com/memcached-operator:v0.1.0")
+    );
+    assert_eq!(
+        refresher.args.clone().unwrap_or_default(),
+        [
+            "refresh-certs",
+            "--cert-dir=/etc/memcached/tls",
+            "--port=11211",
+            "--auth-file=/etc/memcached/auth/authfile"
+        ]
+    );
+    assert_eq!(refresher.volume_mounts, pod.containers[0].volume_mounts);
+    let minimal = desired_statefulset(&minimal(), Platform::Kubernetes);
+    let pod = minimal
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("a pod spec");
+    assert_eq!(pod.init_containers, None);
+}

@@ -1,0 +1,190 @@
+//! Checks the settings that secure memcached's clients and stop its servers: the TLS and
+//! authentication Secrets are named (as Secret names), the plaintext port beside TLS is a port
+//! other than the client port, the certificate refresher's image is an image, and the shutdown's grace period outlasts its preStop delay. The
+//! CRD's CEL rules (`api::cel`) say the same; the Secrets' contents are the kubelet's to read.
+
+use super::{Violation, Warnings, check_image};
+use crate::api::v1beta1::{DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MemcachedSpec};
+
+/// The longest Secret name.
+const MAX_SECRET_NAME: usize = 253;
+/// The longest preStop delay, in seconds (the CRD's bound).
+const MAX_PRE_STOP_DELAY: i32 = 600;
+/// The longest grace period, in seconds (the CRD's bound).
+const MAX_GRACE_PERIOD: i64 = 3600;
+
+/// Adds a violation for every security or shutdown setting of `spec` that is wrong.
+pub(super) fn check(
+    spec: &MemcachedSpec,
+    violations: &mut Vec<Violation>,
+    warnings: &mut Warnings,
+) {
+    if let Some(tls) = &spec.tls {
+        if let Some(image) = &tls.refresher_image {
+            check_image("spec.tls.refresherImage", image, violations, warnings);
+        }
+        check_secret_name(
+            "spec.tls.secretName",
+            tls.secret_name.as_deref(),
+            "tls.crt and tls.key",
+            violations,
+        );
+        let client_port = spec
+            .service
+            .as_ref()
+            .and_then(|s| s.port)
+            .unwrap_or(DEFAULT_PORT);
+        match tls.plaintext_port {
+            Some(port) if !(1..=65535).contains(&port) => violations.push(Violation::new(
+                "spec.tls.plaintextPort",
+                format!("{port} is not a port (1 to 65535)"),
+            )),
+            Some(port) if port == client_port => violations.push(Violation::new(
+                "spec.tls.plaintextPort",
+                format!(
+                    "{port} is the client port (spec.service.port), which serves TLS; pick \
+                     another port for plaintext clients"
+                ),
+            )),
+            _ => {}
+        }
+    }
+    if let Some(auth) = &spec.auth {
+        check_secret_name(
+            "spec.auth.secretName",
+            auth.secret_name.as_deref(),
+            "the authfile key",
+            violations,
+        );
+    }
+    if let Some(shutdown) = &spec.graceful_shutdown {
+        let delay = shutdown.pre_stop_delay_seconds.unwrap_or(0);
+        let grace = shutdown
+            .termination_grace_period_seconds
+            .unwrap_or(DEFAULT_TERMINATION_GRACE_SECONDS);
+        if !(0..=MAX_PRE_STOP_DELAY).contains(&delay) {
+            violations.push(Violation::new(
+                "spec.gracefulShutdown.preStopDelaySeconds",
+                format!("{delay} is outside 0 to {MAX_PRE_STOP_DELAY}"),
+            ));
+        }
+        if !(1..=MAX_GRACE_PERIOD).contains(&grace) {
+            violations.push(Violation::new(
+                "spec.gracefulShutdown.terminationGracePeriodSeconds",
+                format!("{grace} is outside 1 to {MAX_GRACE_PERIOD}"),
+            ));
+        } else if grace <= i64::from(delay) {
+            violations.push(Violation::new(
+                "spec.gracefulShutdown.terminationGracePeriodSeconds",
+                format!(
+                    "{grace} s must be longer than preStopDelaySeconds ({delay} s), or the \
+                     server is killed before memcached is told to stop"
+                ),
+            ));
+        }
+    }
+}
+
+fn check_secret_name(
+    field: &str,
+    name: Option<&str>,
+    holds: &str,
+    violations: &mut Vec<Violation>,
+) {
+    let Some(name) = name else {
+        violations.push(Violation::new(
+            field,
+            format!("is required: the Secret that holds {holds}"),
+        ));
+        return;
+    };
+    let label = |part: &str| {
+        !part.is_empty()
+            && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if name.len() > MAX_SECRET_NAME || !name.split('.').all(label) {
+        violations.push(Violation::new(
+            field,
+            format!(
+                "{name:?} is not a Secret name (a DNS subdomain: at most {MAX_SECRET_NAME} \
+                 lowercase letters, digits, '-' and '.')"
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1beta1::{AuthSpec, GracefulShutdownSpec, ServiceSpec, TlsSpec};
+
+    fn violations(spec: &MemcachedSpec) -> Vec<String> {
+        let mut violations = Vec::new();
+        check(spec, &mut violations, &mut Vec::new());
+        violations.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn tls_and_auth_name_their_secrets() {
+        let spec = MemcachedSpec {
+            tls: Some(TlsSpec::default()),
+            auth: Some(AuthSpec {
+                secret_name: Some("Not_A_Name".into()),
+            }),
+            ..MemcachedSpec::default()
+        };
+        let found = violations(&spec);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("spec.tls.secretName") && found[0].contains("required"));
+        assert!(found[1].contains("spec.auth.secretName") && found[1].contains("Not_A_Name"));
+        let named = MemcachedSpec {
+            tls: Some(TlsSpec {
+                secret_name: Some("cache-tls".into()),
+                ..TlsSpec::default()
+            }),
+            auth: Some(AuthSpec {
+                secret_name: Some("cache.auth".into()),
+            }),
+            ..MemcachedSpec::default()
+        };
+        assert_eq!(violations(&named), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_plaintext_port_is_never_the_client_port() {
+        let spec = |plaintext, service: Option<i32>| MemcachedSpec {
+            tls: Some(TlsSpec {
+                secret_name: Some("cache-tls".into()),
+                plaintext_port: Some(plaintext),
+                ..TlsSpec::default()
+            }),
+            service: service.map(|port| ServiceSpec { port: Some(port) }),
+            ..MemcachedSpec::default()
+        };
+        assert!(violations(&spec(11211, None))[0].contains("is the client port"));
+        assert!(violations(&spec(12000, Some(12000)))[0].contains("is the client port"));
+        assert!(violations(&spec(0, None))[0].contains("not a port"));
+        assert_eq!(violations(&spec(11212, None)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_grace_period_outlasts_the_pre_stop_delay() {
+        let spec = |delay, grace| MemcachedSpec {
+            graceful_shutdown: Some(GracefulShutdownSpec {
+                pre_stop_delay_seconds: delay,
+                termination_grace_period_seconds: grace,
+            }),
+            ..MemcachedSpec::default()
+        };
+        assert!(violations(&spec(Some(30), None))[0].contains("longer than preStopDelaySeconds"));
+        assert!(violations(&spec(Some(10), Some(10)))[0].contains("longer than"));
+        assert!(violations(&spec(Some(601), Some(700)))[0].contains("outside 0 to 600"));
+        assert!(violations(&spec(None, Some(0)))[0].contains("outside 1 to 3600"));
+        assert_eq!(violations(&spec(Some(10), Some(40))), Vec::<String>::new());
+        assert_eq!(violations(&spec(None, None)), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,114 @@
+//! Declares how memcached's clients are secured: TLS on the client port (with client
+//! certificates when asked) and authentication by memcached's ASCII auth file, both from
+//! Secrets the user names, and how the servers say which of them is in force.
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::cel;
+
+/// The key of the TLS Secret that holds the certificate chain, as in `kubernetes.io/tls`.
+pub const TLS_CERT_KEY: &str = "tls.crt";
+/// The key of the TLS Secret that holds the private key.
+pub const TLS_KEY_KEY: &str = "tls.key";
+/// The key of the TLS Secret that holds the CA client certificates must be signed by.
+pub const TLS_CA_KEY: &str = "ca.crt";
+/// The key of the authentication Secret that holds memcached's auth file.
+pub const AUTH_FILE_KEY: &str = "authfile";
+/// The most credentials memcached reads from its auth file.
+pub const MAX_AUTH_ENTRIES: usize = 8;
+
+/// TLS on memcached's client port (`--enable-ssl`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = cel::tls_secret_is_named())]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// The Secret in the Memcached's namespace that holds the server's certificate chain
+    /// (`tls.crt`) and private key (`tls.key`), such as a `kubernetes.io/tls` Secret or the one a
+    /// cert-manager Certificate writes; with `clientAuth`, also the CA (`ca.crt`) that client
+    /// certificates must be signed by. Required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
+    pub secret_name: Option<String>,
+
+    /// A second port that serves plaintext clients beside TLS, for moving clients over to TLS
+    /// one by one. Off when unset; never the client port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub plaintext_port: Option<i32>,
+
+    /// Whether TLS clients must present a certificate signed by the Secret's `ca.crt`
+    /// (memcached's `ssl_verify_mode`): `None` (not asked for), `Request` (asked for, and
+    /// verified when given) or `Require` (refused without one). Defaults to `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_auth: Option<ClientAuth>,
+
+    /// The image of the certificate refresher, the sidecar that brings a renewed certificate
+    /// into the running servers (`memcached-operator refresh-certs`). Defaults to the
+    /// operator's own image at the time the Memcached is created, so that upgrading the
+    /// operator does not restart the servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
+    pub refresher_image: Option<String>,
+}
+
+/// Whether TLS clients present certificates.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    #[default]
+    None,
+    /// A client certificate is asked for, and verified when one is given.
+    Request,
+    /// A client without a certificate signed by the CA is refused.
+    Require,
+}
+
+impl ClientAuth {
+    /// memcached's `ssl_verify_mode` for this setting.
+    pub fn verify_mode(self) -> u8 {
+        match self {
+            ClientAuth::None => 0,
+            ClientAuth::Request => 1,
+            ClientAuth::Require => 2,
+        }
+    }
+}
+
+/// Authentication by memcached's ASCII auth file (`--auth-file`): a client must send a user and
+/// a password before any other command.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = cel::auth_secret_is_named())]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSpec {
+    /// The Secret in the Memcached's namespace whose `authfile` key holds the credentials, one
+    /// `user:password` a line, at most 8 lines. Required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
+    pub secret_name: Option<String>,
+}
+
+/// TLS as the servers' pod template configures it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsStatus {
+    /// The Secret the certificate comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// The client-certificate setting in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_auth: Option<ClientAuth>,
+    /// The plaintext port served beside TLS, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plaintext_port: Option<i32>,
+}
+
+/// Authentication as the servers' pod template configures it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthStatus {
+    /// The Secret the credentials come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+}

@@ -1,0 +1,145 @@
+//! The parts of a memcached pod that secure its clients: memcached's TLS and auth-file flags,
+//! the Secret volumes they read, and the plaintext port beside TLS.
+//!
+//! The Secrets are mounted whole, never copied: the kubelet keeps their files current, and
+//! memcached reads them at start (and its certificate again on `refresh_certs`, its auth file
+//! again on SIGHUP). The operator itself never reads them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, ResourceRequirements, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::api::v1beta1::{AUTH_FILE_KEY, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::operator;
+use crate::refresher;
+
+/// The name of the plaintext port beside TLS, on the container and the Service.
+pub const PLAINTEXT_PORT_NAME: &str = "memcache-plain";
+/// Where the TLS Secret is mounted.
+pub const TLS_DIR: &str = "/etc/memcached/tls";
+/// Where the authentication Secret is mounted.
+pub const AUTH_DIR: &str = "/etc/memcached/auth";
+/// The mode of the mounted Secrets' files: readable by their group (the pod's fsGroup) only.
+pub const SECRET_FILE_MODE: i32 = 0o440;
+
+/// The certificate refresher's memory request and limit.
+pub const REFRESHER_MEMORY: &str = "32Mi";
+/// The certificate refresher's CPU request.
+pub const REFRESHER_CPU: &str = "5m";
+
+const TLS_VOLUME: &str = "tls";
+const AUTH_VOLUME: &str = "auth";
+
+/// The plaintext port served beside TLS, if any.
+pub fn plaintext_port(memcached: &Memcached) -> Option<i32> {
+    memcached.spec.tls.as_ref()?.plaintext_port
+}
+
+/// memcached's flags for TLS and authentication; `port` is the client port.
+pub fn args(memcached: &Memcached, port: i32) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(tls) = &memcached.spec.tls {
+        args.push("--enable-ssl".into());
+        let mut options = vec![
+            format!("ssl_chain_cert={TLS_DIR}/{TLS_CERT_KEY}"),
+            format!("ssl_key={TLS_DIR}/{TLS_KEY_KEY}"),
+        ];
+        let client_auth = tls.client_auth.unwrap_or_default();
+        if client_auth.verify_mode() > 0 {
+            options.push(format!("ssl_ca_cert={TLS_DIR}/{TLS_CA_KEY}"));
+            options.push(format!("ssl_verify_mode={}", client_auth.verify_mode()));
+        }
+        args.push("-o".into());
+        args.push(options.join(","));
+        if let Some(plaintext) = tls.plaintext_port {
+            // `*` is every address of both families, as when no -l is given; `notls:` takes the
+            // one listener out of TLS.
+            args.push("-l".into());
+            args.push(format!("*:{port},notls:*:{plaintext}"));
+        }
+    }
+    if memcached.spec.auth.is_some() {
+        args.push(format!("--auth-file={AUTH_DIR}/{AUTH_FILE_KEY}"));
+    }
+    args
+}
+
+/// The certificate refresher, a native sidecar (an init container that keeps running) beside a
+/// TLS server: it reads the same Secret files and sends the server `refresh_certs` on its
+/// loopback when the certificate file changes (`memcached-operator refresh-certs`).
+pub fn refresher(
+    memcached: &Memcached,
+    port: i32,
+    mounts: &[VolumeMount],
+    security: SecurityContext,
+) -> Option<Container> {
+    let tls = memcached.spec.tls.as_ref()?;
+    let mut args = vec![
+        "refresh-certs".to_string(),
+        format!("--cert-dir={TLS_DIR}"),
+        format!("--port={port}"),
+    ];
+    if memcached.spec.auth.is_some() {
+        args.push(format!("--auth-file={AUTH_DIR}/{AUTH_FILE_KEY}"));
+    }
+    let memory = Quantity(REFRESHER_MEMORY.into());
+    Some(Container {
+        name: refresher::CONTAINER_NAME.into(),
+        image: tls.refresher_image.clone(),
+        command: Some(vec![operator::BINARY_PATH.into()]),
+        args: Some(args),
+        restart_policy: Some("Always".into()),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Quantity(REFRESHER_CPU.into())),
+                ("memory".to_string(), memory.clone()),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_string(), memory)])),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: Some(mounts.to_vec()),
+        security_context: Some(security),
+        ..Container::default()
+    })
+}
+
+/// The Secret volumes of a pod, and their mounts in the memcached container.
+pub fn volumes(memcached: &Memcached) -> (Vec<Volume>, Vec<VolumeMount>) {
+    let spec = &memcached.spec;
+    let wanted = [
+        (
+            TLS_VOLUME,
+            TLS_DIR,
+            spec.tls.as_ref().and_then(|t| t.secret_name.clone()),
+        ),
+        (
+            AUTH_VOLUME,
+            AUTH_DIR,
+            spec.auth.as_ref().and_then(|a| a.secret_name.clone()),
+        ),
+    ];
+    wanted
+        .into_iter()
+        .filter_map(|(name, dir, secret)| {
+            let volume = Volume {
+                name: name.into(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret?),
+                    default_mode: Some(SECRET_FILE_MODE),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            };
+            let mount = VolumeMount {
+                name: name.into(),
+                mount_path: dir.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            };
+            Some((volume, mount))
+        })
+        .unzip()
+}

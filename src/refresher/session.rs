@@ -1,0 +1,283 @@
+//! One exchange with the pod's own memcached over TLS: the certificate it presents, and
+//! `refresh_certs`. Each exchange is a fresh connection; the files are read anew each time.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::client::ResolvesClientCert;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use thiserror::Error;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::api::v1beta1::{TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::tls::certs::{CertError, CertPaths, ServingCert, load_pair};
+
+/// How long one exchange may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the refresher finds what it needs.
+#[derive(Clone, Debug)]
+pub struct Files {
+    /// The TLS Secret's directory.
+    pub cert_dir: PathBuf,
+    /// memcached's auth file, when authentication is on.
+    pub auth_file: Option<PathBuf>,
+    /// memcached's TLS port on loopback.
+    pub port: u16,
+}
+
+/// Why an exchange failed.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// The certificate files could not be read or do not make a pair.
+    #[error(transparent)]
+    Files(#[from] CertError),
+    /// The auth file could not be read or holds no credentials.
+    #[error("auth file {path}: {message}")]
+    AuthFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The connection or the handshake failed.
+    #[error("memcached on 127.0.0.1:{port}: {message}")]
+    Connection {
+        /// The port.
+        port: u16,
+        /// What failed.
+        message: String,
+    },
+    /// memcached answered something other than what was asked for.
+    #[error("memcached answered {command} with {reply:?}")]
+    Refused {
+        /// The command.
+        command: &'static str,
+        /// Its reply.
+        reply: String,
+    },
+}
+
+impl Files {
+    /// The certificate and key on disk, checked to make a pair.
+    pub async fn certificate(&self) -> Result<ServingCert, SessionError> {
+        let paths = CertPaths {
+            cert: self.cert_dir.join(TLS_CERT_KEY),
+            key: self.cert_dir.join(TLS_KEY_KEY),
+        };
+        let read = |path: PathBuf| async move {
+            tokio::fs::read(&path)
+                .await
+                .map_err(|error| CertError::Unreadable {
+                    path,
+                    message: error.to_string(),
+                })
+        };
+        let cert = read(paths.cert.clone()).await?;
+        let key = read(paths.key.clone()).await?;
+        Ok(load_pair(&paths, &cert, &key, &provider())?)
+    }
+
+    /// The auth file's first credentials, as memcached reads them (`user:password`).
+    async fn credentials(&self) -> Result<Option<(String, String)>, SessionError> {
+        let Some(path) = &self.auth_file else {
+            return Ok(None);
+        };
+        let bad = |message: String| SessionError::AuthFile {
+            path: path.clone(),
+            message,
+        };
+        let text = tokio::fs::read_to_string(path)
+            .await
+            .map_err(|error| bad(error.to_string()))?;
+        let line = text
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .ok_or_else(|| bad("holds no credentials".into()))?;
+        let (user, password) = line
+            .split_once(':')
+            .ok_or_else(|| bad("its first line is not user:password".into()))?;
+        Ok(Some((user.to_string(), password.to_string())))
+    }
+}
+
+fn provider() -> CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
+/// The serial of the certificate the server presents now.
+pub async fn presented_certificate(files: &Files) -> Result<String, SessionError> {
+    let (_, serial) = connect(files).await?;
+    Ok(serial)
+}
+
+/// Sends `refresh_certs` (after the credentials, when there are some) and expects `OK`.
+pub async fn refresh(files: &Files) -> Result<(), SessionError> {
+    let (mut stream, _) = connect(files).await?;
+    let port = files.port;
+    let failed = |message: String| SessionError::Connection { port, message };
+    let mut exchange = async |command: &'static str, request: String| {
+        stream
+            .get_mut()
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|error| failed(format!("cannot send {command}: {error}")))?;
+        let mut reply = String::new();
+        tokio::time::timeout(TIMEOUT, stream.read_line(&mut reply))
+            .await
+            .map_err(|_| failed(format!("no reply to {command} within {TIMEOUT:?}")))?
+            .map_err(|error| failed(format!("no reply to {command}: {error}")))?;
+        Ok::<_, SessionError>(reply.trim_end().to_string())
+    };
+    if let Some((user, password)) = files.credentials().await? {
+        let data = format!("{user} {password}");
+        let reply = exchange(
+            "authentication",
+            format!("set auth 0 0 {}\r\n{data}\r\n", data.len()),
+        )
+        .await?;
+        if reply != "STORED" {
+            return Err(SessionError::Refused {
+                command: "authentication",
+                reply,
+            });
+        }
+    }
+    let reply = exchange("refresh_certs", "refresh_certs\r\n".into()).await?;
+    if reply != "OK" {
+        return Err(SessionError::Refused {
+            command: "refresh_certs",
+            reply,
+        });
+    }
+    Ok(())
+}
+
+type Stream = BufReader<tokio_rustls::client::TlsStream<TcpStream>>;
+
+/// A TLS connection to the server, and the serial of the certificate it presented. The files'
+/// certificate is offered as the client certificate: a server that requires one trusts the CA
+/// that signed its own.
+async fn connect(files: &Files) -> Result<(Stream, String), SessionError> {
+    let port = files.port;
+    let failed = |message: String| SessionError::Connection { port, message };
+    let own = files.certificate().await?;
+    let provider = Arc::new(provider());
+    let presented = Arc::new(Mutex::new(None));
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|error| failed(error.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Recorder {
+            provider,
+            presented: presented.clone(),
+        }))
+        .with_client_cert_resolver(Arc::new(Offer(own.key)));
+    config.resumption = rustls::client::Resumption::disabled();
+    let connecting = async {
+        let tcp = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|error| failed(format!("cannot connect: {error}")))?;
+        TlsConnector::from(Arc::new(config))
+            .connect(ServerName::from(std::net::Ipv4Addr::LOCALHOST), tcp)
+            .await
+            .map_err(|error| failed(format!("TLS handshake: {error}")))
+    };
+    let stream = tokio::time::timeout(TIMEOUT, connecting)
+        .await
+        .map_err(|_| failed(format!("no TLS session within {TIMEOUT:?}")))??;
+    let serial = presented
+        .lock()
+        .map_err(|_| failed("the handshake's record is poisoned".into()))?
+        .take()
+        .ok_or_else(|| failed("the server presented no certificate".into()))?;
+    Ok((BufReader::new(stream), serial))
+}
+
+/// Takes any certificate the server presents, records its serial, and checks that the server
+/// holds its key: the refresher compares what is served with the file, it does not judge trust
+/// (it talks to its own pod over loopback).
+#[derive(Debug)]
+struct Recorder {
+    provider: Arc<CryptoProvider>,
+    presented: Arc<Mutex<Option<String>>>,
+}
+
+impl ServerCertVerifier for Recorder {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let (_, parsed) = x509_parser::parse_x509_certificate(end_entity).map_err(|_| {
+            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
+        })?;
+        if let Ok(mut presented) = self.presented.lock() {
+            *presented = Some(parsed.raw_serial_as_string());
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// Offers the files' certificate whenever the server asks for one.
+#[derive(Debug)]
+struct Offer(Arc<CertifiedKey>);
+
+impl ResolvesClientCert for Offer {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,342 @@
+//! A certificate renewed by cert-manager reaches every memcached server without a restart and
+//! without losing an item: the servers of a two-server Memcached take their certificate from
+//! a cert-manager Certificate's Secret; items are set, a client loop sets and reads items over
+//! fresh TLS connections throughout, and the Certificate is renewed. The kubelet brings the
+//! new files into the pods, the certificate refresher beside each server sends it
+//! `refresh_certs`, and every server then presents the new serial: with the same memcached
+//! processes (container restart counts and process start times), and every item still there.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use memcached_operator::api::{GROUP, STORAGE_VERSION};
+use rustls_pki_types::pem::PemObject;
+use serde_json::json;
+use testkit::containers::main_pid;
+use testkit::memcache::{Connection, Tls};
+use testkit::procfs::start_ticks;
+
+use crate::cluster::{Env, WAIT, eventually};
+
+/// Items set before the renewal, spread over both servers.
+const ITEMS: usize = 100;
+/// How long the renewal may take to reach every server: the kubelet's sync period (about a
+/// minute) before the files change in the pods, the refresher's interval, and margin.
+const ROTATION_LIMIT: Duration = Duration::from_secs(240);
+
+pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(env: Arc<Env>) {
+    let namespace = env.create_namespace("rotation").await;
+    issue_certificate(&env, &namespace).await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &namespace);
+    let first = eventually("cert-manager issues cache-tls", WAIT, || async {
+        let secret = secrets.get("cache-tls").await.ok()?;
+        leaf_serial(&secret)
+    })
+    .await;
+    let ca_pem = {
+        let secret = secrets.get("cache-tls").await.expect("the Secret");
+        let data = secret.data.unwrap_or_default();
+        String::from_utf8(data["ca.crt"].0.clone()).expect("a PEM CA")
+    };
+    let gvk = GroupVersionKind::gvk(GROUP, STORAGE_VERSION, "Memcached");
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &namespace, &ApiResource::from_gvk(&gvk));
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/{STORAGE_VERSION}"),
+        "kind": "Memcached",
+        "metadata": { "name": "cache" },
+        "spec": {
+            "replicas": 2,
+            "memcached": { "memoryLimitMB": 16 },
+            "resources": { "limits": { "memory": "64Mi" } },
+            "tls": { "secretName": "cache-tls" },
+        },
+    }))
+    .expect("a Memcached");
+    memcacheds
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("the Memcached is admitted");
+    eventually("both servers ready", WAIT, || async {
+        let object = memcacheds.get("cache").await.ok()?;
+        (object.data["status"]["readyReplicas"] == json!(2)).then_some(())
+    })
+    .await;
+
+    let servers = servers(&env, &namespace, &ca_pem).await;
+    let before: Vec<Identity> = servers.iter().map(|s| s.identity()).collect();
+    for server in &servers {
+        let served = presented(server).await.expect("a TLS handshake");
+        assert_eq!(
+            served, first,
+            "{} presents the issued certificate",
+            server.pod
+        );
+    }
+    for i in 0..ITEMS {
+        let server = &servers[i % servers.len()];
+        let mut connection = server.connect().await.expect("a TLS connection");
+        assert_eq!(
+            connection
+                .set(&format!("before-{i}"), &format!("value-{i}"))
+                .await
+                .as_deref(),
+            Ok("STORED\r\n")
+        );
+    }
+
+    // The client loop: a fresh TLS connection per operation, so every handshake of the
+    // rotation is tried, each operation a set then a get of the same key.
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let looping = {
+        let (stop, done, failed) = (stop.clone(), done.clone(), failed.clone());
+        let servers: Vec<Server> = servers.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let server = &servers[(n as usize) % servers.len()];
+                let key = format!("during-{n}");
+                let outcome = async {
+                    let mut connection = server.connect().await?;
+                    let stored = connection.set(&key, "x").await?;
+                    let read = connection.get(&key).await?;
+                    (stored == "STORED\r\n" && read.as_deref() == Some("x"))
+                        .then_some(())
+                        .ok_or(format!("{key}: stored {stored:?}, read {read:?}"))
+                }
+                .await;
+                match outcome {
+                    Ok(()) => done.fetch_add(1, Ordering::Relaxed),
+                    Err(error) => {
+                        failures.push(format!("{}: {error}", server.pod));
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            failures
+        })
+    };
+
+    let certificates = testkit::certificates::certificates(&env.client, &namespace);
+    let triggered = Instant::now();
+    testkit::certificates::renew(&certificates, "cache-tls")
+        .await
+        .expect("cert-manager is asked to renew cache-tls");
+    let renewed = eventually("cert-manager renews cache-tls", WAIT, || async {
+        let secret = secrets.get("cache-tls").await.ok()?;
+        leaf_serial(&secret).filter(|serial| *serial != first)
+    })
+    .await;
+    let secret_changed = triggered.elapsed();
+    let mut served_after = Vec::new();
+    for server in &servers {
+        let took = eventually(
+            &format!("{} presents serial {renewed}", server.pod),
+            ROTATION_LIMIT,
+            || async { (presented(server).await.ok()? == renewed).then(|| triggered.elapsed()) },
+        )
+        .await;
+        served_after.push((server.pod.clone(), took));
+    }
+    // A few more seconds of the loop with the new certificate everywhere.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let failures = looping.await.expect("the client loop ends");
+
+    let mut missing = Vec::new();
+    for i in 0..ITEMS {
+        let server = &servers[i % servers.len()];
+        let mut connection = server.connect().await.expect("a TLS connection");
+        let value = connection.get(&format!("before-{i}")).await;
+        if value != Ok(Some(format!("value-{i}"))) {
+            missing.push(format!("before-{i} on {}: {value:?}", server.pod));
+        }
+    }
+    let after: Vec<Identity> = servers_now(&env, &namespace).await;
+    eprintln!(
+        "rotation: the Secret changed {:.1} s after the trigger; served {}; client loop {} \
+         operations, {} failed; {} of {ITEMS} items set before are there after; restart \
+         counts and memcached start times before {before:?}, after {after:?}",
+        secret_changed.as_secs_f64(),
+        served_after
+            .iter()
+            .map(|(pod, took)| format!("by {pod} at {:.1} s", took.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        done.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+        ITEMS - missing.len(),
+    );
+    assert!(done.load(Ordering::Relaxed) > 0, "the client loop did work");
+    assert_eq!(failures, Vec::<String>::new(), "no client operation failed");
+    assert_eq!(
+        missing,
+        Vec::<String>::new(),
+        "every item set before is still there"
+    );
+    assert_eq!(after, before, "no memcached restarted");
+}
+
+/// A self-signed issuer, a CA Certificate from it, a CA issuer of that CA, and the servers'
+/// Certificate `cache-tls` from the CA issuer (so a renewal keeps the CA and changes the leaf).
+async fn issue_certificate(env: &Env, namespace: &str) {
+    let issuers: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("cert-manager.io", "v1", "Issuer")),
+    );
+    let certificates = testkit::certificates::certificates(&env.client, namespace);
+    let create = |api: &Api<DynamicObject>, value: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            let object: DynamicObject = serde_json::from_value(value).expect("an object");
+            let name = object.metadata.name.clone().unwrap_or_default();
+            if let Err(error) = api.create(&PostParams::default(), &object).await {
+                panic!("cannot create {name}: {error}");
+            }
+        }
+    };
+    create(
+        &issuers,
+        json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": { "name": "self-signed" },
+            "spec": { "selfSigned": {} },
+        }),
+    )
+    .await;
+    create(
+        &certificates,
+        json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": { "name": "cache-ca" },
+            "spec": {
+                "isCA": true, "commonName": "cache-ca", "secretName": "cache-ca",
+                "privateKey": { "algorithm": "ECDSA", "size": 256 },
+                "issuerRef": { "name": "self-signed", "kind": "Issuer" },
+            },
+        }),
+    )
+    .await;
+    create(
+        &issuers,
+        json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": { "name": "cache-ca" },
+            "spec": { "ca": { "secretName": "cache-ca" } },
+        }),
+    )
+    .await;
+    create(
+        &certificates,
+        json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": { "name": "cache-tls" },
+            "spec": {
+                "secretName": "cache-tls",
+                "dnsNames": [format!("*.cache.{namespace}.svc")],
+                "privateKey": { "algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always" },
+                "issuerRef": { "name": "cache-ca", "kind": "Issuer" },
+            },
+        }),
+    )
+    .await;
+}
+
+/// The serial of the leaf certificate in a TLS Secret.
+fn leaf_serial(secret: &Secret) -> Option<String> {
+    let pem = secret.data.as_ref()?.get("tls.crt")?.0.clone();
+    let der = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+        .next()?
+        .ok()?;
+    Some(testkit::pki::serial_of(&der))
+}
+
+/// One server, as its clients reach it.
+#[derive(Clone)]
+struct Server {
+    pod: String,
+    address: SocketAddr,
+    tls: Tls,
+    restarts: i32,
+    start_ticks: u64,
+}
+
+/// What identifies a running memcached: its pod, its container's restart count and its
+/// process's start time.
+type Identity = (String, i32, u64);
+
+impl Server {
+    fn identity(&self) -> Identity {
+        (self.pod.clone(), self.restarts, self.start_ticks)
+    }
+
+    async fn connect(&self) -> Result<Connection, String> {
+        Connection::open(self.address, Some(&self.tls)).await
+    }
+}
+
+/// The serial the server presents to a new connection.
+async fn presented(server: &Server) -> Result<String, String> {
+    let connection = server.connect().await?;
+    connection
+        .serial
+        .ok_or_else(|| format!("{} presented no certificate", server.pod))
+}
+
+async fn pods(env: &Env, namespace: &str) -> Vec<Pod> {
+    let mut pods = env
+        .pods(namespace, "app.kubernetes.io/instance=cache")
+        .await;
+    pods.sort_by_key(|p| p.metadata.name.clone());
+    pods
+}
+
+fn identity_of(pod: &Pod) -> Identity {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let restarts = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|statuses| statuses.iter().find(|c| c.name == "memcached"))
+        .map_or(-1, |c| c.restart_count);
+    let pid = main_pid(pod, "memcached")
+        .unwrap_or_else(|error| panic!("no memcached process in {name}: {error}"));
+    let ticks = start_ticks(pid)
+        .unwrap_or_else(|error| panic!("no start time of {name}'s memcached: {error}"));
+    (name, restarts, ticks)
+}
+
+async fn servers(env: &Env, namespace: &str, ca_pem: &str) -> Vec<Server> {
+    pods(env, namespace)
+        .await
+        .iter()
+        .map(|pod| {
+            let (name, restarts, start_ticks) = identity_of(pod);
+            let ip = testkit::containers::pod_ip(pod)
+                .and_then(|ip| ip.parse().ok())
+                .unwrap_or_else(|| panic!("{name} has no IP"));
+            Server {
+                tls: Tls::new(ca_pem, &format!("{name}.cache.{namespace}.svc"), None),
+                address: SocketAddr::new(ip, 11211),
+                pod: name,
+                restarts,
+                start_ticks,
+            }
+        })
+        .collect()
+}
+
+async fn servers_now(env: &Env, namespace: &str) -> Vec<Identity> {
+    pods(env, namespace).await.iter().map(identity_of).collect()
+}
