@@ -28,6 +28,7 @@
 #              /etc/passwd, /etc/group and /tmp, under stand-in/
 #   memcached  STAND-IN for the CSV's default operand (memcached:1.6.39-alpine): Debian's
 #              memcached package as installed on this machine, with the libraries it links,
+#              and busybox's shell, kill and sleep (as Alpine's busybox gives the original),
 #              under stand-in/; never pushed under the default's name
 #   pause      STAND-IN for the pod sandbox image: Debian's static catatonit in pause mode
 #   coredns    CoreDNS built from the pin (hack/coredns), the cluster DNS
@@ -276,6 +277,11 @@ build_one() {
         file="$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | cut -d: -f1 | head -n 1)" || true
         [[ -z "$file" || ! -f "/usr/share/doc/$file/copyright" ]] ||
           install -D -m 0644 "/usr/share/doc/$file/copyright" "$dir/rootfs/usr/share/doc/$file/copyright"
+      done
+      # The shell the warm restart's preStop hook runs, as the Alpine image has it.
+      install -D /bin/busybox "$dir/rootfs/bin/busybox"
+      for applet in sh kill sleep; do
+        ln -s busybox "$dir/rootfs/bin/$applet"
       done
       echo "memcache:x:11211:11211:Memcached:/nonexistent:/sbin/nologin" >>"$dir/rootfs/etc/passwd"
       echo "memcache:x:11211:" >>"$dir/rootfs/etc/group"

@@ -131,17 +131,21 @@ pub fn memcached_config() -> impl Strategy<Value = v1beta1::MemcachedConfig> {
         option::of("[0-9]{1,4}[km]?"),
         option::of(0i32..3),
         option::of(vec("[-a-zA-Z0-9=,_]{0,10}", 0..4)),
+        option::of(any::<bool>()),
     )
-        .prop_map(|(memory, connections, threads, item, verbosity, extra)| {
-            v1beta1::MemcachedConfig {
-                memory_limit_mb: memory,
-                max_connections: connections,
-                threads,
-                max_item_size: item,
-                verbosity,
-                extra_args: extra,
-            }
-        })
+        .prop_map(
+            |(memory, connections, threads, item, verbosity, extra, warm_restart)| {
+                v1beta1::MemcachedConfig {
+                    memory_limit_mb: memory,
+                    max_connections: connections,
+                    threads,
+                    max_item_size: item,
+                    verbosity,
+                    warm_restart,
+                    extra_args: extra,
+                }
+            },
+        )
 }
 
 /// Any v1beta1 spec: every field present or absent, including scheduling.
@@ -180,6 +184,7 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
                 }
             },
         )),
+        option::of(network_policy()),
     );
     (core, scheduling, security).prop_map(
         |(
@@ -191,7 +196,7 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
                 priority_class_name,
                 topology_spread_constraints,
             ),
-            (tls, auth, graceful_shutdown),
+            (tls, auth, graceful_shutdown, network_policy),
         )| v1beta1::MemcachedSpec {
             replicas,
             image,
@@ -207,8 +212,35 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
             tls,
             auth,
             graceful_shutdown,
+            network_policy,
         },
     )
+}
+
+/// Any NetworkPolicy settings: sources selected by pod or namespace labels, or address blocks.
+fn network_policy() -> impl Strategy<Value = v1beta1::NetworkPolicySpec> {
+    use k8s_openapi::api::networking::v1::{IPBlock, NetworkPolicyPeer};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let selector = || {
+        btree_map("[a-z]{1,5}", "[a-z]{0,5}", 1..3).prop_map(|labels| LabelSelector {
+            match_labels: Some(labels),
+            match_expressions: None,
+        })
+    };
+    let peer = (
+        option::of(selector()),
+        option::of(selector()),
+        option::of("10\\.[0-9]{1,2}\\.0\\.0/16".prop_map(|cidr| IPBlock { cidr, except: None })),
+    )
+        .prop_map(
+            |(pod_selector, namespace_selector, ip_block)| NetworkPolicyPeer {
+                pod_selector,
+                namespace_selector,
+                ip_block,
+            },
+        );
+    option::of(vec(peer, 0..3))
+        .prop_map(|allowed_sources| v1beta1::NetworkPolicySpec { allowed_sources })
 }
 
 fn client_auth() -> impl Strategy<Value = v1beta1::ClientAuth> {

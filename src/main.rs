@@ -122,6 +122,24 @@ mod tests {
     }
 
     #[test]
+    fn the_refresher_refuses_a_zero_interval_and_port_zero_naming_the_flag() {
+        for (flag, name) in [("--interval=0s", "--interval"), ("--port=0", "--port")] {
+            let error = Cli::try_parse_from(["memcached-operator", "refresh-certs", flag])
+                .expect_err("refused");
+            assert!(error.to_string().contains(name), "{flag}: {error}");
+        }
+        let parsed = Cli::try_parse_from(["memcached-operator", "refresh-certs"]).expect("parses");
+        match parsed.command {
+            Command::RefreshCerts(args) => {
+                assert_eq!(args.port, 11211);
+                assert_eq!(args.interval, std::time::Duration::from_secs(5));
+                assert_eq!(args.auth_file, None);
+            }
+            other => panic!("expected refresh-certs, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
     }
@@ -130,7 +148,8 @@ mod tests {
     fn the_operator_binary_has_only_the_subcommands_that_run_in_a_cluster() {
         let command = Cli::command();
         let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
-        assert_eq!(names, ["run", "webhooks"]);
+        // refresh-certs runs in memcached's pods, beside each TLS server.
+        assert_eq!(names, ["run", "webhooks", "refresh-certs"]);
         assert!(command.get_version().is_some(), "--version is offered");
     }
 

@@ -50,6 +50,7 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
         rule("apps", &["statefulsets"], OWN),
         rule("", &["services"], OWN),
         rule("policy", &["poddisruptionbudgets"], OWN),
+        rule("networking.k8s.io", &["networkpolicies"], OWN),
         // Pods, to report which servers are ready.
         rule("", &["pods"], READ),
         // Events about the objects it reconciles, through either API.

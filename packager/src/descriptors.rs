@@ -33,6 +33,7 @@ fn resources() -> Vec<ApiResourceReference> {
         ("StatefulSet", "v1"),
         ("Service", "v1"),
         ("PodDisruptionBudget", "v1"),
+        ("NetworkPolicy", "v1"),
         ("Event", "v1"),
     ]
     .iter()
@@ -226,6 +227,12 @@ pub fn v1beta1() -> CrdDescription {
             "Credentials Secret",
             "The Secret whose authfile key holds user:password lines.",
             &["urn:alm:descriptor:io.kubernetes:Secret"],
+        ),
+        descriptor(
+            "networkPolicy",
+            "Network policy",
+            "A NetworkPolicy: only the allowed sources reach memcached's ports.",
+            &[&group("networkPolicy"), ADVANCED],
         ),
         descriptor(
             "gracefulShutdown",

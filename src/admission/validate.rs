@@ -19,7 +19,8 @@ use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
 use crate::api::sizes::{MIB, parse_item_size, parse_quantity, parse_quantity_millis};
 use crate::api::v1beta1::{
-    DEFAULT_MEMORY_LIMIT_MB, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES, Memcached, MemcachedSpec,
+    DEFAULT_MEMORY_LIMIT_MB, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
+    Memcached, MemcachedSpec,
 };
 use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
 
@@ -358,6 +359,16 @@ fn check_memcached(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnin
                 ),
             ));
         }
+    }
+    if memcached.warm_restart == Some(true) && memory_mb < MIN_WARM_RESTART_MEMORY_MB {
+        violations.push(Violation::new(
+            "spec.memcached.memoryLimitMB",
+            format!(
+                "{memory_mb} MiB is too little for warmRestart, which needs at least \
+                 {MIN_WARM_RESTART_MEMORY_MB}: memcached preallocates a 1 MiB page per slab \
+                 class for its memory file, and refuses to start with less"
+            ),
+        ));
     }
     if let Some(connections) = memcached.max_connections
         && !(1..=1_048_576).contains(&connections)

@@ -13,6 +13,7 @@ use kube::core::{Message, Reason, Rule};
 use super::memcached_flags::managed_flag_pattern;
 use super::v1beta1::{
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MIN_ITEM_SIZE_BYTES,
+    MIN_WARM_RESTART_MEMORY_MB,
 };
 
 /// memcached's item-size notation: digits, optionally followed by `k`/`K` or `m`/`M`.
@@ -63,14 +64,29 @@ pub fn max_item_size_in_range() -> Rule {
     .reason(Reason::FieldValueInvalid)
 }
 
+/// On `spec.memcached`: a warm restart has the item memory memcached preallocates for it.
+pub fn warm_restart_has_its_memory() -> Rule {
+    let memory = memory_mb_here();
+    Rule::new(format!(
+        "!has(self.warmRestart) || !self.warmRestart || {memory} >= {MIN_WARM_RESTART_MEMORY_MB}"
+    ))
+    .message(Message::Message(format!(
+        "spec.memcached.warmRestart needs memoryLimitMB of at least \
+         {MIN_WARM_RESTART_MEMORY_MB}: memcached preallocates a page per slab class for its \
+         memory file"
+    )))
+    .field_path(".memoryLimitMB")
+    .reason(Reason::FieldValueInvalid)
+}
+
 /// On `spec.memcached.extraArgs`: no argument sets a flag the operator manages.
 pub fn no_managed_flags() -> Rule {
     let pattern = managed_flag_pattern();
     Rule::new(format!("self.all(arg, !arg.matches('{pattern}'))"))
         .message(
             "spec.memcached.extraArgs may not set flags the operator manages (memory, \
-             connections, threads, ports, listen address, item size, verbosity); use the \
-             matching spec.memcached field instead",
+             connections, threads, ports, listen address, item size, verbosity, TLS, auth file, \
+             memory file); use the matching spec field instead",
         )
         .reason(Reason::FieldValueForbidden)
 }
@@ -125,6 +141,17 @@ pub fn grace_period_outlasts_the_delay() -> Rule {
     )))
     .field_path(".terminationGracePeriodSeconds")
     .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec.networkPolicy`: the sources that may connect are listed.
+pub fn allowed_sources_are_listed() -> Rule {
+    Rule::new("has(self.allowedSources) && size(self.allowedSources) > 0")
+        .message(
+            "spec.networkPolicy.allowedSources must list at least one source (pods, namespaces \
+             or address blocks); without one no client could connect",
+        )
+        .field_path(".allowedSources")
+        .reason(Reason::FieldValueRequired)
 }
 
 /// On `spec.podDisruptionBudget.maxUnavailable`: a count of zero or more, or a percentage.

@@ -108,9 +108,14 @@ pub const OPTIONS: &[MemcachedOption] = &[
     opt('F', "disable-flush-all", Arg::None),
     opt('X', "disable-dumping", Arg::None),
     opt('W', "disable-watch", Arg::None),
-    opt('Y', "auth-file", Arg::Required),
-    opt('e', "memory-file", Arg::Required),
-    opt('Z', "enable-ssl", Arg::None),
+    managed('Y', "auth-file", Arg::Required, "spec.auth"),
+    managed(
+        'e',
+        "memory-file",
+        Arg::Required,
+        "spec.memcached.warmRestart",
+    ),
+    managed('Z', "enable-ssl", Arg::None, "spec.tls"),
     opt('o', "extended", Arg::Required),
     opt('N', "napi-ids", Arg::Required),
 ];
@@ -294,11 +299,28 @@ mod tests {
             "-R40",
             "--max-reqs-per-event=40",
             "-ohashpower=20",
-            "--memory-file=/dev/shm/x",
             "--",
             "plain",
         ];
         assert_eq!(found(&args), Vec::<String>::new());
+    }
+
+    #[test]
+    fn tls_the_auth_file_and_the_memory_file_are_the_specs_to_set() {
+        assert_eq!(
+            found(&[
+                "-Z",
+                "--auth-file=/etc/users",
+                "-e/dev/shm/items",
+                "--enable-s"
+            ]),
+            [
+                "--enable-ssl",
+                "--auth-file",
+                "--memory-file",
+                "--enable-ssl"
+            ]
+        );
     }
 
     #[test]

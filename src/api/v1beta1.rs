@@ -16,7 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use super::cel;
 
+mod network;
 mod security;
+
+pub use network::{MAX_ALLOWED_SOURCES, NetworkPolicySpec};
 
 pub use security::{
     AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, MAX_AUTH_ENTRIES, TLS_CA_KEY, TLS_CERT_KEY,
@@ -43,6 +46,10 @@ pub const DEFAULT_VERBOSITY: i32 = 0;
 pub const DEFAULT_PORT: i32 = 11211;
 /// The PodDisruptionBudget's maxUnavailable when none is given.
 pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
+/// The least item memory, in MiB, with a warm restart: memcached then preallocates a 1 MiB
+/// page for each of its slab classes (39 with the default settings) and refuses to start with
+/// less.
+pub const MIN_WARM_RESTART_MEMORY_MB: i32 = 64;
 /// The pods' termination grace period, in seconds, when none is given.
 pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
 
@@ -136,6 +143,10 @@ pub struct MemcachedSpec {
     /// how long it then has before it is killed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graceful_shutdown: Option<GracefulShutdownSpec>,
+
+    /// A NetworkPolicy that lets only the listed sources reach the servers. None when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_policy: Option<NetworkPolicySpec>,
 }
 
 /// How a memcached server stops.
@@ -159,6 +170,7 @@ pub struct GracefulShutdownSpec {
 /// memcached's own settings, passed to it as command-line flags.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = cel::max_item_size_in_range())]
+#[x_kube(validation = cel::warm_restart_has_its_memory())]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedConfig {
     /// Item memory in MiB (`-m`). Defaults to 64.
@@ -191,9 +203,18 @@ pub struct MemcachedConfig {
     #[schemars(range(min = 0, max = 2))]
     pub verbosity: Option<i32>,
 
+    /// Keep the items across a restart of the memcached container: memcached keeps them in a
+    /// memory file (`-e`) on a memory-backed volume, saves it when stopped gracefully (SIGUSR1,
+    /// which the container's preStop hook sends) and restores it when it starts again with the
+    /// same memory settings. A deleted pod, a SIGKILL, an OOM kill or changed memory settings
+    /// still start it empty. Needs at least 64 MiB of item memory. The image must hold a shell
+    /// (`/bin/sh` with `kill` and `sleep`, as the official images do). Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_restart: Option<bool>,
+
     /// Further memcached flags, appended after the ones the operator sets. Flags the operator
-    /// manages (memory, connections, threads, ports, listen address, item size, verbosity) are
-    /// refused in every spelling memcached accepts.
+    /// manages (memory, connections, threads, ports, listen address, item size, verbosity,
+    /// TLS, auth file, memory file) are refused in every spelling memcached accepts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(max = 256)))]
     #[x_kube(validation = cel::no_managed_flags())]

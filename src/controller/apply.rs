@@ -1,17 +1,16 @@
 //! Brings a Memcached's children to what its plan says: the writes that differ, each by
-//! server-side apply with the operator's field manager, and the removal of a budget no longer
-//! asked for. A child the caches show as it should be costs no request.
+//! server-side apply with the operator's field manager, and the removal of a budget or a
+//! NetworkPolicy no longer asked for. A child the caches show as it should be costs no request.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::info;
 
+use super::cache::Child;
 use super::cache::compact::{CachedStatefulSet, Marked, hash64};
-use super::cache::{CachedBudget, Child};
 use super::desired::DesiredChildren;
 use super::desired::drift::{self, Verdict};
 use super::events::Change;
@@ -30,17 +29,19 @@ pub struct Applied {
     pub failure: Option<Error>,
 }
 
-/// Brings the three children of `owner` to `desired`, at once: they are independent, so a
-/// reconcile that writes them waits for one round trip rather than one per child.
+/// Brings the children of `owner` to `desired`, at once: they are independent, so a reconcile
+/// that writes them waits for one round trip rather than one per child.
 pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Applied {
     let DesiredChildren {
         statefulset,
         service,
         budget,
+        network_policy,
     } = desired;
-    let (mut sts_changes, mut svc_changes, mut pdb_changes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut sts_changes, mut svc_changes) = (Vec::new(), Vec::new());
+    let (mut pdb_changes, mut policy_changes) = (Vec::new(), Vec::new());
     let children = &run.children;
-    let (sts, svc, pdb) = futures::join!(
+    let (sts, svc, pdb, policy) = futures::join!(
         ensure(
             run,
             owner,
@@ -49,19 +50,21 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
             &mut sts_changes
         ),
         ensure(run, owner, service, &children.services, &mut svc_changes),
-        async {
-            match budget {
-                Some(budget) => ensure(run, owner, budget, &children.budgets, &mut pdb_changes)
-                    .await
-                    .map(drop),
-                None => remove_budget(run, owner, &mut pdb_changes).await,
-            }
-        },
+        ensure_or_remove(run, owner, budget, &children.budgets, &mut pdb_changes),
+        ensure_or_remove(
+            run,
+            owner,
+            network_policy,
+            &children.network_policies,
+            &mut policy_changes
+        ),
     );
-    let changes = [sts_changes, svc_changes, pdb_changes].concat();
-    let (statefulset, failure) = match (sts, svc, pdb) {
-        (Ok(sts), Ok(_), Ok(())) => (sts, None),
-        (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => (None, Some(error)),
+    let changes = [sts_changes, svc_changes, pdb_changes, policy_changes].concat();
+    let (statefulset, failure) = match (sts, svc, pdb, policy) {
+        (Ok(sts), Ok(_), Ok(()), Ok(())) => (sts, None),
+        (Err(error), ..) | (_, Err(error), ..) | (.., Err(error), _) | (.., Err(error)) => {
+            (None, Some(error))
+        }
     };
     Applied {
         statefulset,
@@ -232,49 +235,56 @@ where
     Ok(())
 }
 
-/// Deletes the Memcached's PodDisruptionBudget if one it owns exists.
+/// Brings an optional child (a PodDisruptionBudget or a NetworkPolicy) to its desired state,
+/// or, when none is desired, deletes the one the Memcached owns if it exists.
 ///
-/// Whether one exists comes from the cache of budgets, so the common case, none, costs no
-/// request; only a budget the controller applied that the cache has not seen yet is looked
-/// up (metadata only). The delete is conditional on the uid seen, and a budget already gone
-/// counts as removed: the cache may lag behind a deletion.
-async fn remove_budget(
+/// Whether one exists comes from `cache`, so the common case, none, costs no request; only a
+/// child the controller applied that the cache has not seen yet is looked up (metadata only).
+/// The delete is conditional on the uid seen, and a child already gone counts as removed: the
+/// cache may lag behind a deletion.
+async fn ensure_or_remove<K>(
     run: &Run,
     owner: &Memcached,
+    desired: Option<K>,
+    cache: &Store<K::Cached>,
     changes: &mut Vec<Change>,
-) -> Result<(), Error> {
-    const KIND: &str = "PodDisruptionBudget";
+) -> Result<(), Error>
+where
+    K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::Cached: From<PartialObjectMeta<K>>,
+{
+    if let Some(desired) = desired {
+        return ensure(run, owner, desired, cache, changes).await.map(drop);
+    }
+    let kind = K::KIND;
     let name = owner.name_any();
     let namespace = owner.namespace().unwrap_or_default();
-    let api = Api::<PodDisruptionBudget>::namespaced(run.context.client.clone(), &namespace);
-    let owned_uid = |budget: &CachedBudget| {
-        let owned = budget
-            .marks
+    let api = Api::<K>::namespaced(run.context.client.clone(), &namespace);
+    let owned_uid = |child: &K::Cached| {
+        let owned = child
+            .marks()
             .owner
             .as_ref()
             .is_some_and(|o| o.uid == hash64(owner.uid()));
-        owned.then(|| budget.metadata.uid.clone()).flatten()
+        owned.then(|| child.meta().uid.clone()).flatten()
     };
-    let cached = run
-        .children
-        .budgets
-        .get(&ObjectRef::new(&name).within(&namespace));
+    let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
     let unseen = ObjectMeta {
         name: Some(name.clone()),
         namespace: Some(namespace.clone()),
         ..ObjectMeta::default()
     };
     let uid = match cached {
-        Some(budget) => owned_uid(&budget),
-        None if run.known.get(KIND, &unseen).is_some() => api
+        Some(child) => owned_uid(&child),
+        None if run.known.get(kind, &unseen).is_some() => api
             .get_metadata_opt(&name)
             .await
-            .map_err(|e| api_error("get", KIND, owner, e))?
-            .and_then(|budget| owned_uid(&CachedBudget::from(budget))),
+            .map_err(|e| api_error("get", kind, owner, e))?
+            .and_then(|child| owned_uid(&K::Cached::from(child))),
         None => None,
     };
     let Some(uid) = uid else { return Ok(()) };
-    run.context.metrics.child_written(KIND);
+    run.context.metrics.child_written(kind);
     let only_that_one = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(uid.clone()),
@@ -285,13 +295,13 @@ async fn remove_budget(
     match api.delete(&name, &only_that_one).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-        Err(error) => return Err(api_error("delete", KIND, owner, error)),
+        Err(error) => return Err(api_error("delete", kind, owner, error)),
     }
-    run.known.forget(KIND, &unseen);
-    info!(memcached = %format!("{namespace}/{name}"), kind = KIND, verb = "deleted", "child written");
+    run.known.forget(kind, &unseen);
+    info!(memcached = %format!("{namespace}/{name}"), kind, verb = "deleted", "child written");
     let related = ObjectReference {
-        api_version: Some("policy/v1".into()),
-        kind: Some(KIND.into()),
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(kind.into()),
         name: Some(name.clone()),
         namespace: Some(namespace),
         uid: Some(uid),
@@ -299,7 +309,7 @@ async fn remove_budget(
     };
     changes.push(Change {
         reason: "Deleted",
-        note: format!("{KIND} {name} deleted"),
+        note: format!("{kind} {name} deleted"),
         related,
     });
     Ok(())

@@ -114,3 +114,25 @@ async fn step(files: &Files, file_serial: &str, seen_before: bool) -> Result<Str
     }
     Ok(now)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_certificate_directory_stops_the_refresher_with_its_name() {
+        let args = RefreshArgs {
+            cert_dir: PathBuf::from("/nonexistent/memcached/tls"),
+            auth_file: None,
+            port: 11211,
+            interval: Duration::from_secs(5),
+        };
+        let error = run(args, Box::pin(std::future::pending()))
+            .await
+            .expect_err("refused");
+        assert!(
+            error.to_string().contains("/nonexistent/memcached/tls"),
+            "{error}"
+        );
+    }
+}

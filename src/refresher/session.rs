@@ -281,3 +281,50 @@ impl ResolvesClientCert for Offer {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files_with_auth(text: &str) -> (tempfile::TempDir, Files) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("authfile");
+        std::fs::write(&path, text).expect("writes the auth file");
+        let files = Files {
+            cert_dir: dir.path().to_path_buf(),
+            auth_file: Some(path),
+            port: 11211,
+        };
+        (dir, files)
+    }
+
+    #[tokio::test]
+    async fn the_first_credentials_of_the_auth_file_are_used() {
+        let (_dir, files) = files_with_auth("\nalice:wonder:land\nbob:builder\n");
+        assert_eq!(
+            files.credentials().await.expect("credentials"),
+            Some(("alice".to_string(), "wonder:land".to_string()))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_auth_file_without_credentials_is_an_error_naming_it() {
+        for text in ["", "no colon here\n"] {
+            let (_dir, files) = files_with_auth(text);
+            let error = files.credentials().await.expect_err("refused");
+            assert!(error.to_string().contains("authfile"), "{error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn missing_certificate_files_are_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let files = Files {
+            cert_dir: dir.path().to_path_buf(),
+            auth_file: None,
+            port: 11211,
+        };
+        let error = files.certificate().await.expect_err("refused");
+        assert!(error.to_string().contains("tls.crt"), "{error}");
+    }
+}

@@ -1,13 +1,15 @@
 //! Sets up what the scenarios run against: a control plane whose node is real, with
-//! `make deploy` done on it, and the helpers they share: pods by label, a pod that runs a
-//! script to its end, and the node's addresses.
+//! `make deploy` done on it, and the helpers they share: a Memcached created, pods by label, a
+//! pod that runs a script to its end, and the node's addresses.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use testkit::control_plane::ControlPlane;
 use testkit::deploy::{Deployed, start_and_deploy};
 
@@ -40,6 +42,30 @@ impl Env {
     /// Creates a namespace for a scenario and returns its name.
     pub async fn create_namespace(&self, name: &str) -> String {
         testkit::control_plane::create_namespace(&self.client, name).await
+    }
+
+    /// Creates the v1beta1 Memcached `name` in `namespace` with `spec`, through the webhooks;
+    /// returns the Memcacheds of that namespace.
+    pub async fn create_memcached(
+        &self,
+        namespace: &str,
+        name: &str,
+        spec: serde_json::Value,
+    ) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk(GROUP, STORAGE_VERSION, "Memcached");
+        let memcacheds: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &ApiResource::from_gvk(&gvk));
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": format!("{GROUP}/{STORAGE_VERSION}"),
+            "kind": "Memcached",
+            "metadata": { "name": name },
+            "spec": spec,
+        }))
+        .expect("a Memcached");
+        if let Err(error) = memcacheds.create(&PostParams::default(), &object).await {
+            panic!("the Memcached {namespace}/{name} is not admitted: {error}");
+        }
+        memcacheds
     }
 
     /// The pods of `namespace` that match `selector`.

@@ -6,33 +6,18 @@
 
 use std::sync::Arc;
 
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use serde_json::json;
 
 use crate::cluster::{Env, WAIT, busybox_pod, eventually};
 
 pub async fn memcached_answers_by_the_names_in_its_status_through_cluster_dns(env: Arc<Env>) {
     let namespace = env.create_namespace("dns").await;
-    let gvk = GroupVersionKind::gvk(GROUP, STORAGE_VERSION, "Memcached");
-    let memcacheds: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &namespace, &ApiResource::from_gvk(&gvk));
-    let cache: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{GROUP}/{STORAGE_VERSION}"),
-        "kind": "Memcached",
-        "metadata": { "name": "cache" },
-        "spec": {
-            "replicas": 2,
-            "memcached": { "memoryLimitMB": 16 },
-            "resources": { "limits": { "memory": "64Mi" } },
-        },
-    }))
-    .expect("a Memcached");
-    memcacheds
-        .create(&PostParams::default(), &cache)
-        .await
-        .expect("the Memcached is admitted");
+    let spec = json!({
+        "replicas": 2,
+        "memcached": { "memoryLimitMB": 16 },
+        "resources": { "limits": { "memory": "64Mi" } },
+    });
+    let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
     let servers: Vec<String> =
         eventually("both servers ready and in status.servers", WAIT, || async {
             let object = memcacheds.get("cache").await.ok()?;

@@ -19,6 +19,7 @@ mod network;
 mod rotation;
 mod scorecard;
 mod secured;
+mod warm_restart;
 
 use crate::cluster::Env;
 
@@ -31,6 +32,7 @@ fn main() {
         secured::tls_client_certificates_and_credentials_are_required_of_every_client,
         secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
+        warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,
         scorecard::scorecard_passes_every_test_of_the_shipped_configuration,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 use testkit::containers::main_pid;
@@ -43,25 +42,13 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         let data = secret.data.unwrap_or_default();
         String::from_utf8(data["ca.crt"].0.clone()).expect("a PEM CA")
     };
-    let gvk = GroupVersionKind::gvk(GROUP, STORAGE_VERSION, "Memcached");
-    let memcacheds: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &namespace, &ApiResource::from_gvk(&gvk));
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{GROUP}/{STORAGE_VERSION}"),
-        "kind": "Memcached",
-        "metadata": { "name": "cache" },
-        "spec": {
-            "replicas": 2,
-            "memcached": { "memoryLimitMB": 16 },
-            "resources": { "limits": { "memory": "64Mi" } },
-            "tls": { "secretName": "cache-tls" },
-        },
-    }))
-    .expect("a Memcached");
-    memcacheds
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("the Memcached is admitted");
+    let spec = json!({
+        "replicas": 2,
+        "memcached": { "memoryLimitMB": 16 },
+        "resources": { "limits": { "memory": "64Mi" } },
+        "tls": { "secretName": "cache-tls" },
+    });
+    let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
     eventually("both servers ready", WAIT, || async {
         let object = memcacheds.get("cache").await.ok()?;
         (object.data["status"]["readyReplicas"] == json!(2)).then_some(())

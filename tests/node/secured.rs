@@ -11,9 +11,7 @@ use std::time::Instant;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use memcached_operator::api::{GROUP, STORAGE_VERSION};
+use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::{Value, json};
 use testkit::memcache::{Connection, Tls};
 use testkit::pki::{Ca, Leaf};
@@ -251,9 +249,6 @@ async fn create_secret(
 /// Creates a Memcached of one small server with `extra` merged into its spec, and waits for
 /// its server to be ready and its status to say so; returns the status.
 async fn create_and_wait(env: &Env, namespace: &str, name: &str, extra: Value) -> Value {
-    let gvk = GroupVersionKind::gvk(GROUP, STORAGE_VERSION, "Memcached");
-    let memcacheds: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), namespace, &ApiResource::from_gvk(&gvk));
     let mut spec = json!({
         "replicas": 1,
         "memcached": { "memoryLimitMB": 16 },
@@ -262,16 +257,7 @@ async fn create_and_wait(env: &Env, namespace: &str, name: &str, extra: Value) -
     for (key, value) in extra.as_object().expect("an object").clone() {
         spec[key] = value;
     }
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{GROUP}/{STORAGE_VERSION}"),
-        "kind": "Memcached",
-        "metadata": { "name": name },
-        "spec": spec,
-    }))
-    .expect("a Memcached");
-    if let Err(error) = memcacheds.create(&PostParams::default(), &object).await {
-        panic!("the Memcached {namespace}/{name} is not admitted: {error}");
-    }
+    let memcacheds = env.create_memcached(namespace, name, spec).await;
     eventually(
         &format!("{name}'s server ready and reported"),
         WAIT,

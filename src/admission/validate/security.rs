@@ -1,10 +1,12 @@
 //! Checks the settings that secure memcached's clients and stop its servers: the TLS and
-//! authentication Secrets are named (as Secret names), the plaintext port beside TLS is a port
+//! authentication Secrets are named (as Secret names), the NetworkPolicy lists its sources, the plaintext port beside TLS is a port
 //! other than the client port, the certificate refresher's image is an image, and the shutdown's grace period outlasts its preStop delay. The
 //! CRD's CEL rules (`api::cel`) say the same; the Secrets' contents are the kubelet's to read.
 
 use super::{Violation, Warnings, check_image};
-use crate::api::v1beta1::{DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MemcachedSpec};
+use crate::api::v1beta1::{
+    DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
+};
 
 /// The longest Secret name.
 const MAX_SECRET_NAME: usize = 253;
@@ -56,6 +58,24 @@ pub(super) fn check(
             "the authfile key",
             violations,
         );
+    }
+    if let Some(policy) = &spec.network_policy {
+        let sources = policy.allowed_sources.as_deref().unwrap_or_default();
+        if sources.is_empty() {
+            violations.push(Violation::new(
+                "spec.networkPolicy.allowedSources",
+                "must list at least one source (pods, namespaces or address blocks); without one \
+                 no client could connect",
+            ));
+        } else if sources.len() > MAX_ALLOWED_SOURCES {
+            violations.push(Violation::new(
+                "spec.networkPolicy.allowedSources",
+                format!(
+                    "{} sources exceed the limit of {MAX_ALLOWED_SOURCES}",
+                    sources.len()
+                ),
+            ));
+        }
     }
     if let Some(shutdown) = &spec.graceful_shutdown {
         let delay = shutdown.pre_stop_delay_seconds.unwrap_or(0);

@@ -50,6 +50,21 @@ fn cel_admits(object: &Memcached) -> bool {
 fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
     vec![
         (
+            "warm restart with too little item memory",
+            with(|s| {
+                config(s).memory_limit_mb = Some(32);
+                config(s).warm_restart = Some(true);
+            }),
+            "spec.memcached.memoryLimitMB",
+            true,
+        ),
+        (
+            "network policy without sources",
+            with(|s| s.network_policy = Some(crate::api::v1beta1::NetworkPolicySpec::default())),
+            "spec.networkPolicy.allowedSources",
+            true,
+        ),
+        (
             "TLS without its Secret",
             with(|s| s.tls = Some(crate::api::v1beta1::TlsSpec::default())),
             "spec.tls.secretName",

@@ -17,6 +17,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
@@ -302,6 +303,7 @@ macro_rules! metadata_kept_of {
 
 metadata_kept_of!(CachedService, Service);
 metadata_kept_of!(CachedBudget, PodDisruptionBudget);
+metadata_kept_of!(CachedNetworkPolicy, NetworkPolicy);
 
 #[cfg(test)]
 mod tests {

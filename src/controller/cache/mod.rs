@@ -51,6 +51,7 @@ use futures::stream::{BoxStream, Stream};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
@@ -63,7 +64,7 @@ use serde::de::DeserializeOwned;
 
 #[cfg(doc)]
 use self::compact::Marks;
-pub use self::compact::{CachedBudget, CachedService};
+pub use self::compact::{CachedBudget, CachedNetworkPolicy, CachedService};
 use self::compact::{CachedPod, CachedStatefulSet, Conditions, Marked, hash64};
 use self::known::KnownChildren;
 use self::status_stand_in::StatusStandIn;
@@ -115,16 +116,24 @@ impl Child for Service {
     }
 }
 
-impl Child for PodDisruptionBudget {
-    const KIND: &'static str = "PodDisruptionBudget";
-    type Cached = CachedBudget;
-    fn cached(full: Self) -> CachedBudget {
-        CachedBudget::from(full.metadata)
-    }
-    fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
-        metadata.generation.map(|g| g as u64)
-    }
+/// A child kept as metadata only, whose generation moves when its spec changes.
+macro_rules! generation_child {
+    ($kind:ident, $cached:ident) => {
+        impl Child for $kind {
+            const KIND: &'static str = stringify!($kind);
+            type Cached = $cached;
+            fn cached(full: Self) -> $cached {
+                $cached::from(full.metadata)
+            }
+            fn spec_version(metadata: &ObjectMeta) -> Option<u64> {
+                metadata.generation.map(|g| g as u64)
+            }
+        }
+    };
 }
+
+generation_child!(PodDisruptionBudget, CachedBudget);
+generation_child!(NetworkPolicy, CachedNetworkPolicy);
 
 /// Removes what records how an object was written rather than what it is: the managed fields
 /// and the last-applied annotation (the annotations disappear if that was the only one).
@@ -301,6 +310,15 @@ pub fn budgets(
 ) -> (Store<CachedBudget>, Objects<CachedBudget>) {
     let events = metadata_only::<PodDisruptionBudget, CachedBudget>(client);
     children::<PodDisruptionBudget>(events, known, |old, new| !unchanged(old, new))
+}
+
+/// The operator's NetworkPolicies, metadata only; a change of what is kept wakes the owner.
+pub fn network_policies(
+    client: Client,
+    known: Arc<KnownChildren>,
+) -> (Store<CachedNetworkPolicy>, Objects<CachedNetworkPolicy>) {
+    let events = metadata_only::<NetworkPolicy, CachedNetworkPolicy>(client);
+    children::<NetworkPolicy>(events, known, |old, new| !unchanged(old, new))
 }
 
 /// The pods of the operator's StatefulSets, reduced by [`reduce_pod`]; a pod that appears,

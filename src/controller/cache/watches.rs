@@ -20,7 +20,9 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::compact::{CachedBudget, CachedPod, CachedService, CachedStatefulSet, Marked};
+use super::compact::{
+    CachedBudget, CachedNetworkPolicy, CachedPod, CachedService, CachedStatefulSet, Marked,
+};
 use super::known::KnownChildren;
 use super::{self as cache, Objects};
 use crate::api::v1beta1::Memcached;
@@ -37,6 +39,8 @@ pub struct Children {
     pub services: Store<CachedService>,
     /// PodDisruptionBudgets, metadata only.
     pub budgets: Store<CachedBudget>,
+    /// NetworkPolicies, metadata only.
+    pub network_policies: Store<CachedNetworkPolicy>,
     /// Pods, reduced by [`cache::reduce_pod`].
     pub pods: Store<CachedPod>,
     task: JoinHandle<()>,
@@ -59,12 +63,17 @@ impl Children {
         let (statefulsets, statefulsets_touched) =
             cache::statefulsets(client.clone(), known.clone());
         let (services, services_touched) = cache::services(client.clone(), known.clone());
-        let (budgets, budgets_touched) = cache::budgets(client.clone(), known);
+        let (budgets, budgets_touched) = cache::budgets(client.clone(), known.clone());
+        let (network_policies, network_policies_touched) =
+            cache::network_policies(client.clone(), known);
         let (pods, pods_changed) = cache::pods(client);
         let owners = stream::select_all([
             owners("StatefulSets", statefulsets_touched, |s| owner_of(&s)),
             owners("Services", services_touched, |s| owner_of(&s)),
             owners("PodDisruptionBudgets", budgets_touched, |b| owner_of(&b)),
+            owners("NetworkPolicies", network_policies_touched, |n| {
+                owner_of(&n)
+            }),
             owners("Pods", pods_changed, |pod| cache::owner_of_pod(&pod)),
         ]);
         let (wake, woken) = mpsc::unbounded();
@@ -77,6 +86,7 @@ impl Children {
             statefulsets,
             services,
             budgets,
+            network_policies,
             pods,
             task,
         };
@@ -99,6 +109,10 @@ impl Children {
                 "PodDisruptionBudgets",
                 listed(self.budgets.wait_until_ready().now_or_never()),
             ),
+            (
+                "NetworkPolicies",
+                listed(self.network_policies.wait_until_ready().now_or_never()),
+            ),
             ("Pods", listed(self.pods.wait_until_ready().now_or_never())),
         ]
         .into_iter()
@@ -112,6 +126,7 @@ impl Children {
             self.statefulsets.wait_until_ready(),
             self.services.wait_until_ready(),
             self.budgets.wait_until_ready(),
+            self.network_policies.wait_until_ready(),
             self.pods.wait_until_ready(),
         );
     }

@@ -2,7 +2,8 @@
 //! Service that gives each a stable address, and a PodDisruptionBudget.
 //!
 //! Pure functions of a Memcached whose spec has been defaulted; they never talk to the API
-//! server. What secures the clients (TLS, authentication) is in [`security`]. Every child carries the `app.kubernetes.io/*` labels and a controller owner
+//! server. What secures the clients (TLS, authentication) is in [`security`]; how a server
+//! stops and restarts (preStop, grace period, memory file) is in [`lifecycle`]. Every child carries the `app.kubernetes.io/*` labels and a controller owner
 //! reference (with blockOwnerDeletion), so deleting the Memcached deletes them.
 
 use std::collections::BTreeMap;
@@ -11,10 +12,9 @@ use k8s_openapi::api::apps::v1::{
     RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, Lifecycle, LifecycleHandler, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecurityContext, Service, ServicePort, ServiceSpec, SleepAction, TCPSocketAction, VolumeMount,
-    WeightedPodAffinityTerm,
+    Affinity, Capabilities, Container, ContainerPort, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecurityContext, Service,
+    ServicePort, ServiceSpec, TCPSocketAction, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -24,11 +24,13 @@ use sha2::{Digest, Sha256};
 
 use crate::api::v1beta1::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_TERMINATION_GRACE_SECONDS,
-    DEFAULT_THREADS, DEFAULT_VERBOSITY, Memcached,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_THREADS, DEFAULT_VERBOSITY,
+    Memcached,
 };
 use crate::operator;
 
+pub mod lifecycle;
+pub mod network;
 pub mod security;
 
 /// The memcached container's name.
@@ -114,16 +116,6 @@ fn named_ports(memcached: &Memcached) -> impl Iterator<Item = (&'static str, i32
         .chain(plaintext.map(|port| (security::PLAINTEXT_PORT_NAME, port)))
 }
 
-/// The preStop delay, when one is asked for (a delay of 0 is none).
-fn pre_stop_delay(memcached: &Memcached) -> Option<i32> {
-    let delay = memcached
-        .spec
-        .graceful_shutdown
-        .as_ref()?
-        .pre_stop_delay_seconds?;
-    (delay > 0).then_some(delay)
-}
-
 /// memcached's arguments: the managed flags from the spec, then `extraArgs`.
 pub fn memcached_args(memcached: &Memcached) -> Vec<String> {
     let config = memcached.spec.memcached.clone().unwrap_or_default();
@@ -155,6 +147,7 @@ pub fn memcached_args(memcached: &Memcached) -> Vec<String> {
         _ => {}
     }
     args.extend(security::args(memcached, port(memcached)));
+    args.extend(lifecycle::args(memcached));
     args.extend(config.extra_args.unwrap_or_default());
     args
 }
@@ -186,16 +179,7 @@ fn memcached_container(memcached: &Memcached, mounts: Vec<VolumeMount>) -> Conta
                 .collect(),
         ),
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
-        lifecycle: pre_stop_delay(memcached).map(|seconds| Lifecycle {
-            pre_stop: Some(LifecycleHandler {
-                sleep: Some(SleepAction {
-                    seconds: i64::from(seconds),
-                }),
-                ..LifecycleHandler::default()
-            }),
-            post_start: None,
-            stop_signal: None,
-        }),
+        lifecycle: lifecycle::lifecycle(memcached),
         readiness_probe: Some(probe(2, 5)),
         liveness_probe: Some(probe(10, 10)),
         resources: memcached.spec.resources.clone(),
@@ -258,8 +242,13 @@ pub fn prefer_distinct_nodes(labels: BTreeMap<String, String>) -> Affinity {
 /// The StatefulSet `<name>`: one pod per server, in parallel, behind the headless Service.
 pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> StatefulSet {
     let spec = &memcached.spec;
-    let (volumes, mounts) = security::volumes(memcached);
+    let (mut volumes, mut mounts) = security::volumes(memcached);
+    let secrets = !volumes.is_empty();
     let refresher = security::refresher(memcached, port(memcached), &mounts, restricted());
+    if let Some((volume, mount)) = lifecycle::volume(memcached) {
+        volumes.push(volume);
+        mounts.push(mount);
+    }
     let container = memcached_container(memcached, mounts);
     let user_scheduling = spec.affinity.is_some() || spec.topology_spread_constraints.is_some();
     let pod_labels = labels(memcached);
@@ -303,12 +292,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     topology_spread_constraints: spec.topology_spread_constraints.clone(),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
-                    termination_grace_period_seconds: Some(
-                        spec.graceful_shutdown
-                            .as_ref()
-                            .and_then(|s| s.termination_grace_period_seconds)
-                            .unwrap_or(DEFAULT_TERMINATION_GRACE_SECONDS),
-                    ),
+                    termination_grace_period_seconds: Some(lifecycle::grace_period(memcached)),
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: match platform {
@@ -318,9 +302,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                         // The Secrets' files are readable by the pod's group only; OpenShift's
                         // SCC assigns that group from the namespace's range.
                         fs_group: match platform {
-                            Platform::Kubernetes if !volumes.is_empty() => {
-                                Some(MEMCACHED_IMAGE_UID)
-                            }
+                            Platform::Kubernetes if secrets => Some(MEMCACHED_IMAGE_UID),
                             _ => None,
                         },
                         seccomp_profile: Some(SeccompProfile {

@@ -3,7 +3,8 @@
 //!
 //! - [`plan`]: the effective (defaulted) Memcached and, unless its spec breaks the admission
 //!   rules, its desired children;
-//! - `children`: the desired StatefulSet, headless Service and PodDisruptionBudget;
+//! - `children`: the desired StatefulSet, headless Service, PodDisruptionBudget and
+//!   NetworkPolicy;
 //! - `status`: the status and its conditions, from what the children report;
 //! - `drift`: whether a cached child needs a write, or a field-by-field comparison.
 
@@ -13,8 +14,10 @@ pub mod status;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
+use self::children::network::desired_network_policy;
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use crate::admission::{Defaults, default_spec, validate_create};
 use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached, MemcachedStatus};
@@ -38,6 +41,8 @@ pub struct DesiredChildren {
     pub service: Service,
     /// Its PodDisruptionBudget; `None` when it should have none (fewer than two replicas).
     pub budget: Option<PodDisruptionBudget>,
+    /// Its NetworkPolicy; `None` when `spec.networkPolicy` asks for none.
+    pub network_policy: Option<NetworkPolicy>,
 }
 
 /// The number of memcached servers `effective` asks for.
@@ -69,6 +74,7 @@ pub fn plan(
             statefulset: desired_statefulset(&effective, platform),
             service: desired_service(&effective),
             budget: desired_pdb(&effective),
+            network_policy: desired_network_policy(&effective),
         }),
         Err(denial) => Err(denial.message),
     };

@@ -30,6 +30,7 @@ fn customised() -> Memcached {
                 threads: Some(8),
                 max_item_size: Some("4m".into()),
                 verbosity: Some(1),
+                warm_restart: None,
                 extra_args: Some(vec!["-o".into(), "modern".into()]),
             }),
             tolerations: Some(vec![Toleration {
@@ -360,4 +361,89 @@ fn a_tls_server_has_the_certificate_refresher_beside_it() {
         .and_then(|s| s.template.spec)
         .expect("a pod spec");
     assert_eq!(pod.init_containers, None);
+}
+
+#[test]
+fn a_warm_restart_keeps_the_memory_file_in_memory_and_stops_memcached_gracefully() {
+    let mut object = minimal();
+    let config = object.spec.memcached.as_mut().expect("memcached settings");
+    config.warm_restart = Some(true);
+    object.spec.graceful_shutdown = Some(crate::api::v1beta1::GracefulShutdownSpec {
+        pre_stop_delay_seconds: Some(5),
+        termination_grace_period_seconds: Some(60),
+    });
+    let args = memcached_args(&object);
+    assert_eq!(
+        args[12..],
+        ["--memory-file=/var/cache/memcached/memory_file"]
+    );
+    let sts = desired_statefulset(&object, Platform::Kubernetes);
+    let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "memory-file")
+        .and_then(|v| v.empty_dir.clone())
+        .expect("the memory file's volume");
+    assert_eq!(volume.medium.as_deref(), Some("Memory"));
+    // The item memory (64 MiB by default) and a MiB for the metadata.
+    assert_eq!(volume.size_limit.map(|q| q.0), Some("65Mi".to_string()));
+    // No Secret is mounted, so no group is set for reading one.
+    assert_eq!(pod.security_context.and_then(|s| s.fs_group), None);
+    let hook = pod.containers[0]
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref()?.exec.as_ref()?.command.clone());
+    assert_eq!(
+        hook,
+        Some(vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            "sleep 5; kill -USR1 1; exec sleep 60".to_string()
+        ])
+    );
+    let mounts = pod.containers[0].volume_mounts.clone().unwrap_or_default();
+    assert_eq!(mounts.len(), 1);
+    assert_eq!(mounts[0].mount_path, "/var/cache/memcached");
+}
+
+#[test]
+fn a_network_policy_admits_the_allowed_sources_to_memcached_s_ports_only() {
+    use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    assert_eq!(network::desired_network_policy(&minimal()), None);
+    let mut object = secured();
+    let sources = vec![NetworkPolicyPeer {
+        pod_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("role".into(), "client".into())])),
+            match_expressions: None,
+        }),
+        ..NetworkPolicyPeer::default()
+    }];
+    object.spec.network_policy = Some(crate::api::v1beta1::NetworkPolicySpec {
+        allowed_sources: Some(sources.clone()),
+    });
+    let policy = network::desired_network_policy(&object).expect("a NetworkPolicy");
+    assert_eq!(policy.metadata.name.as_deref(), Some("secured"));
+    let spec = policy.spec.expect("a spec");
+    assert_eq!(
+        spec.pod_selector.and_then(|s| s.match_labels),
+        Some(selector_labels(&object))
+    );
+    assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]));
+    let rules = spec.ingress.expect("ingress rules");
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].from, Some(sources));
+    let ports: Vec<_> = rules[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.clone())
+        .collect();
+    // The TLS client port and the plaintext port beside it.
+    assert_eq!(
+        ports,
+        [Some(IntOrString::Int(11211)), Some(IntOrString::Int(11212))]
+    );
 }

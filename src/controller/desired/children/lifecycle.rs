@@ -1,0 +1,131 @@
+//! How a memcached server stops and starts again: its preStop hook (a delay while it leaves
+//! the Service's endpoints, and, with a warm restart, the graceful stop that saves its items),
+//! its grace period, and the memory-backed volume its memory file lives on.
+//!
+//! memcached saves its memory file only when stopped with SIGUSR1; the kubelet stops a
+//! container with SIGTERM (or the image's own stop signal, which the official images leave
+//! unset), on which memcached exits without saving. So the preStop hook sends SIGUSR1 to the
+//! container's first process, memcached, and waits: memcached saves and exits, and the kubelet
+//! finds the container stopped before its SIGTERM is due.
+
+use k8s_openapi::api::core::v1::{
+    EmptyDirVolumeSource, ExecAction, Lifecycle, LifecycleHandler, SleepAction, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::api::v1beta1::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TERMINATION_GRACE_SECONDS, Memcached};
+
+/// Where the memory file's volume is mounted.
+pub const MEMORY_FILE_DIR: &str = "/var/cache/memcached";
+/// The memory file memcached keeps its items in.
+pub const MEMORY_FILE: &str = "/var/cache/memcached/memory_file";
+/// Room on the memory file's volume beyond the item memory, in MiB, for its metadata file.
+pub const MEMORY_FILE_SLACK_MB: i32 = 1;
+
+const MEMORY_FILE_VOLUME: &str = "memory-file";
+
+/// Whether the servers keep their items across a restart of their container.
+pub fn warm_restart(memcached: &Memcached) -> bool {
+    memcached
+        .spec
+        .memcached
+        .as_ref()
+        .and_then(|m| m.warm_restart)
+        .unwrap_or(false)
+}
+
+/// The grace period, in seconds.
+pub fn grace_period(memcached: &Memcached) -> i64 {
+    memcached
+        .spec
+        .graceful_shutdown
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_TERMINATION_GRACE_SECONDS)
+}
+
+/// The preStop delay, in seconds (0 when none is asked for).
+fn pre_stop_delay(memcached: &Memcached) -> i32 {
+    memcached
+        .spec
+        .graceful_shutdown
+        .as_ref()
+        .and_then(|s| s.pre_stop_delay_seconds)
+        .unwrap_or(0)
+        .max(0)
+}
+
+/// memcached's flag for the memory file, when warm restarts are on.
+pub fn args(memcached: &Memcached) -> Vec<String> {
+    if warm_restart(memcached) {
+        vec![format!("--memory-file={MEMORY_FILE}")]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The memcached container's lifecycle: the graceful stop with a warm restart (after the
+/// delay, if any), else the kubelet's own sleep for the delay, else none.
+pub fn lifecycle(memcached: &Memcached) -> Option<Lifecycle> {
+    let delay = pre_stop_delay(memcached);
+    let handler = if warm_restart(memcached) {
+        let wait = if delay > 0 {
+            format!("sleep {delay}; ")
+        } else {
+            String::new()
+        };
+        // memcached saves and exits; the wait ends with the container.
+        let script = format!("{wait}kill -USR1 1; exec sleep {}", grace_period(memcached));
+        LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["/bin/sh".into(), "-c".into(), script]),
+            }),
+            ..LifecycleHandler::default()
+        }
+    } else if delay > 0 {
+        LifecycleHandler {
+            sleep: Some(SleepAction {
+                seconds: i64::from(delay),
+            }),
+            ..LifecycleHandler::default()
+        }
+    } else {
+        return None;
+    };
+    Some(Lifecycle {
+        pre_stop: Some(handler),
+        post_start: None,
+        stop_signal: None,
+    })
+}
+
+/// The memory file's volume, in memory and as large as the item memory (it is that memory,
+/// mapped, so it counts once against the container's limit), and its mount.
+pub fn volume(memcached: &Memcached) -> Option<(Volume, VolumeMount)> {
+    if !warm_restart(memcached) {
+        return None;
+    }
+    let memory_mb = memcached
+        .spec
+        .memcached
+        .as_ref()
+        .and_then(|m| m.memory_limit_mb)
+        .unwrap_or(DEFAULT_MEMORY_LIMIT_MB);
+    let volume = Volume {
+        name: MEMORY_FILE_VOLUME.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: Some(Quantity(format!(
+                "{}Mi",
+                i64::from(memory_mb) + i64::from(MEMORY_FILE_SLACK_MB)
+            ))),
+        }),
+        ..Volume::default()
+    };
+    let mount = VolumeMount {
+        name: MEMORY_FILE_VOLUME.into(),
+        mount_path: MEMORY_FILE_DIR.into(),
+        ..VolumeMount::default()
+    };
+    Some((volume, mount))
+}
