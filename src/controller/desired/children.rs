@@ -167,6 +167,7 @@ fn memcached_container(memcached: &Memcached, mounts: Vec<VolumeMount>) -> Conta
     Container {
         name: CONTAINER_NAME.into(),
         image: memcached.spec.image.clone(),
+        command: lifecycle::command(memcached),
         args: Some(memcached_args(memcached)),
         ports: Some(
             named_ports(memcached)

@@ -7,6 +7,10 @@
 //! unset), on which memcached exits without saving. So the preStop hook sends SIGUSR1 to the
 //! container's first process, memcached, and waits: memcached saves and exits, and the kubelet
 //! finds the container stopped before its SIGTERM is due.
+//!
+//! memcached also refuses a memory file saved in the same second it starts in (its saved stop
+//! time must be in the past), and the kubelet may start a container again within that second:
+//! so with a warm restart memcached starts through the image's shell one second late.
 
 use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, ExecAction, Lifecycle, LifecycleHandler, SleepAction, Volume, VolumeMount,
@@ -53,6 +57,20 @@ fn pre_stop_delay(memcached: &Memcached) -> i32 {
         .and_then(|s| s.pre_stop_delay_seconds)
         .unwrap_or(0)
         .max(0)
+}
+
+/// The memcached container's command, when warm restarts are on: the image's shell waits a
+/// second, then becomes memcached (the container's first process still), with the container's
+/// arguments. `None` keeps the image's entrypoint.
+pub fn command(memcached: &Memcached) -> Option<Vec<String>> {
+    warm_restart(memcached).then(|| {
+        vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            r#"sleep 1; exec memcached "$@""#.into(),
+            "memcached".into(),
+        ]
+    })
 }
 
 /// memcached's flag for the memory file, when warm restarts are on.

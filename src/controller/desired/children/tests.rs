@@ -403,6 +403,17 @@ fn a_warm_restart_keeps_the_memory_file_in_memory_and_stops_memcached_gracefully
             "sleep 5; kill -USR1 1; exec sleep 60".to_string()
         ])
     );
+    // memcached starts a second late, so that a memory file saved moments ago is in the past.
+    assert_eq!(
+        pod.containers[0].command.clone().unwrap_or_default(),
+        [
+            "/bin/sh",
+            "-c",
+            r#"sleep 1; exec memcached "$@""#,
+            "memcached"
+        ]
+    );
+    assert_eq!(minimal().spec.memcached.and_then(|m| m.warm_restart), None);
     let mounts = pod.containers[0].volume_mounts.clone().unwrap_or_default();
     assert_eq!(mounts.len(), 1);
     assert_eq!(mounts[0].mount_path, "/var/cache/memcached");
