@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use clap::Args;
 use thiserror::Error;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use session::{Files, SessionError, presented_certificate, refresh};
 
@@ -87,6 +87,10 @@ pub async fn run(
         }
         match step(&files, &on_disk.serial, served.is_some()).await {
             Ok(now) => served = Some(now),
+            // Beside a server still starting (the sidecar starts first): not worth a warning.
+            Err(error @ SessionError::Connection { .. }) if served.is_none() => {
+                debug!(%error, "the server does not answer yet");
+            }
             Err(error) => {
                 warn!(%error, file_serial = %on_disk.serial, "the server is not refreshed yet")
             }
