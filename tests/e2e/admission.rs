@@ -269,11 +269,16 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
     );
     assert_eq!(as_beta.spec.image.as_deref(), Some(RELATED_IMAGE));
 
-    // Give it fields v1alpha1 cannot hold.
+    // Give it fields v1alpha1 cannot hold, TLS, authentication, the shutdown, the warm restart
+    // and the NetworkPolicy among them.
     let richer = json!({"spec": {
-        "memcached": {"threads": 8, "extraArgs": ["-o", "modern"]},
+        "memcached": {"threads": 8, "extraArgs": ["-o", "modern"], "warmRestart": true},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "cache", "effect": "NoSchedule"}],
-        "priorityClassName": "cache-high"
+        "priorityClassName": "cache-high",
+        "tls": {"secretName": "legacy-tls", "clientAuth": "Require", "plaintextPort": 11312},
+        "auth": {"secretName": "legacy-auth"},
+        "gracefulShutdown": {"preStopDelaySeconds": 5, "terminationGracePeriodSeconds": 40},
+        "networkPolicy": {"allowedSources": [{"podSelector": {"matchLabels": {"role": "client"}}}]}
     }});
     beta.patch("legacy", &PatchParams::default(), &Patch::Merge(&richer))
         .await
@@ -314,6 +319,14 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
         after.spec.memcached.as_ref().and_then(|m| m.threads),
         Some(8)
     );
+    let tls = after.spec.tls.as_ref().expect("TLS survives v1alpha1");
+    assert_eq!(tls.secret_name.as_deref(), Some("legacy-tls"));
+    assert_eq!(tls.plaintext_port, Some(11312));
+    assert!(
+        tls.refresher_image.is_some(),
+        "the refresher's image was defaulted"
+    );
+    assert!(after.spec.auth.is_some() && after.spec.network_policy.is_some());
     assert_eq!(
         after.spec.tolerations,
         Some(vec![Toleration {
