@@ -20,6 +20,8 @@ use clap::Args;
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
+use crate::tls::certs::ServingCert;
+
 pub use session::{Files, SessionError, presented_certificate, refresh};
 
 /// The container name of the sidecar in memcached pods.
@@ -85,7 +87,7 @@ pub async fn run(
         if served.as_deref() == Some(on_disk.serial.as_str()) {
             continue;
         }
-        match step(&files, &on_disk.serial, served.is_some()).await {
+        match step(&files, &on_disk, served.is_some()).await {
             Ok(now) => served = Some(now),
             // Beside a server still starting (the sidecar starts first): not worth a warning.
             Err(error @ SessionError::Connection { .. }) if served.is_none() => {
@@ -98,10 +100,15 @@ pub async fn run(
     }
 }
 
-/// Brings the server to the file's certificate if it presents another one; returns the serial
-/// it presents afterwards.
-async fn step(files: &Files, file_serial: &str, seen_before: bool) -> Result<String, SessionError> {
-    let presented = presented_certificate(files).await?;
+/// Brings the server to `on_disk`, the files' certificate, if it presents another one; returns
+/// the serial it presents afterwards.
+async fn step(
+    files: &Files,
+    on_disk: &ServingCert,
+    seen_before: bool,
+) -> Result<String, SessionError> {
+    let file_serial = on_disk.serial.as_str();
+    let presented = presented_certificate(files, on_disk).await?;
     if presented == file_serial {
         if !seen_before {
             info!(serial = %presented, "the server presents the certificate file's certificate");
@@ -109,8 +116,8 @@ async fn step(files: &Files, file_serial: &str, seen_before: bool) -> Result<Str
         return Ok(presented);
     }
     info!(served = %presented, file = %file_serial, "the certificate file changed; sending refresh_certs");
-    refresh(files).await?;
-    let now = presented_certificate(files).await?;
+    refresh(files, on_disk).await?;
+    let now = presented_certificate(files, on_disk).await?;
     if now == file_serial {
         info!(serial = %now, "the server presents the renewed certificate");
     } else {

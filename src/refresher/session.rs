@@ -1,5 +1,6 @@
 //! One exchange with the pod's own memcached over TLS: the certificate it presents, and
-//! `refresh_certs`. Each exchange is a fresh connection; the files are read anew each time.
+//! `refresh_certs`. Each exchange is a fresh connection, offering the certificate the caller
+//! read from the files.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -113,15 +114,19 @@ fn provider() -> CryptoProvider {
     rustls::crypto::ring::default_provider()
 }
 
-/// The serial of the certificate the server presents now.
-pub async fn presented_certificate(files: &Files) -> Result<String, SessionError> {
-    let (_, serial) = connect(files).await?;
+/// The serial of the certificate the server presents now; `own` is the files' pair, offered
+/// as the client certificate.
+pub async fn presented_certificate(
+    files: &Files,
+    own: &ServingCert,
+) -> Result<String, SessionError> {
+    let (_, serial) = connect(files, own).await?;
     Ok(serial)
 }
 
 /// Sends `refresh_certs` (after the credentials, when there are some) and expects `OK`.
-pub async fn refresh(files: &Files) -> Result<(), SessionError> {
-    let (mut stream, _) = connect(files).await?;
+pub async fn refresh(files: &Files, own: &ServingCert) -> Result<(), SessionError> {
+    let (mut stream, _) = connect(files, own).await?;
     let port = files.port;
     let failed = |message: String| SessionError::Connection { port, message };
     let mut exchange = async |command: &'static str, request: String| {
@@ -166,10 +171,9 @@ type Stream = BufReader<tokio_rustls::client::TlsStream<TcpStream>>;
 /// A TLS connection to the server, and the serial of the certificate it presented. The files'
 /// certificate is offered as the client certificate: a server that requires one trusts the CA
 /// that signed its own.
-async fn connect(files: &Files) -> Result<(Stream, String), SessionError> {
+async fn connect(files: &Files, own: &ServingCert) -> Result<(Stream, String), SessionError> {
     let port = files.port;
     let failed = |message: String| SessionError::Connection { port, message };
-    let own = files.certificate().await?;
     let provider = Arc::new(provider());
     let presented = Arc::new(Mutex::new(None));
     let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -180,7 +184,7 @@ async fn connect(files: &Files) -> Result<(Stream, String), SessionError> {
             provider,
             presented: presented.clone(),
         }))
-        .with_client_cert_resolver(Arc::new(Offer(own.key)));
+        .with_client_cert_resolver(Arc::new(Offer(own.key.clone())));
     config.resumption = rustls::client::Resumption::disabled();
     let connecting = async {
         let tcp = TcpStream::connect(("127.0.0.1", port))
