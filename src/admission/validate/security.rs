@@ -3,6 +3,10 @@
 //! other than the client port, the certificate refresher's image is an image, and the shutdown's grace period outlasts its preStop delay. The
 //! CRD's CEL rules (`api::cel`) say the same; the Secrets' contents are the kubelet's to read.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
+
 use super::{Violation, Warnings, check_image};
 use crate::api::v1beta1::{
     DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
@@ -10,6 +14,12 @@ use crate::api::v1beta1::{
 
 /// The longest Secret name.
 const MAX_SECRET_NAME: usize = 253;
+/// A Secret name's grammar, compiled once: the CRD's own pattern, so the webhook and the API
+/// server judge by one grammar.
+static SECRET_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(crate::api::cel::DNS_SUBDOMAIN_PATTERN)
+        .expect("the CRD's Secret name pattern compiles")
+});
 /// The longest preStop delay, in seconds (the CRD's bound).
 const MAX_PRE_STOP_DELAY: i32 = 600;
 /// The longest grace period, in seconds (the CRD's bound).
@@ -118,15 +128,7 @@ fn check_secret_name(
         ));
         return;
     };
-    let label = |part: &str| {
-        !part.is_empty()
-            && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && part
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    };
-    if name.len() > MAX_SECRET_NAME || !name.split('.').all(label) {
+    if name.len() > MAX_SECRET_NAME || !SECRET_NAME.is_match(name) {
         violations.push(Violation::new(
             field,
             format!(

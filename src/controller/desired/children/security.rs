@@ -33,6 +33,11 @@ pub const REFRESHER_CPU: &str = "5m";
 const TLS_VOLUME: &str = "tls";
 const AUTH_VOLUME: &str = "auth";
 
+/// The auth file's path in the memcached container (and the refresher's).
+fn auth_file() -> String {
+    format!("{AUTH_DIR}/{AUTH_FILE_KEY}")
+}
+
 /// The plaintext port served beside TLS, if any.
 pub fn plaintext_port(memcached: &Memcached) -> Option<i32> {
     memcached.spec.tls.as_ref()?.plaintext_port
@@ -62,7 +67,7 @@ pub fn args(memcached: &Memcached, port: i32) -> Vec<String> {
         }
     }
     if memcached.spec.auth.is_some() {
-        args.push(format!("--auth-file={AUTH_DIR}/{AUTH_FILE_KEY}"));
+        args.push(format!("--auth-file={}", auth_file()));
     }
     args
 }
@@ -83,7 +88,7 @@ pub fn refresher(
         format!("--port={port}"),
     ];
     if memcached.spec.auth.is_some() {
-        args.push(format!("--auth-file={AUTH_DIR}/{AUTH_FILE_KEY}"));
+        args.push(format!("--auth-file={}", auth_file()));
     }
     let memory = Quantity(REFRESHER_MEMORY.into());
     Some(Container {
