@@ -3,6 +3,7 @@
 //! pod that runs a script to its end, and the node's addresses.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,6 +15,16 @@ use testkit::control_plane::ControlPlane;
 use testkit::deploy::{Deployed, start_and_deploy};
 
 pub use testkit::scenarios::eventually;
+
+/// `port` on `pod`'s own address, which this machine reaches over the node's bridge.
+///
+/// # Panics
+/// When the pod has no address yet.
+pub fn pod_address(pod: &Pod, port: u16) -> SocketAddr {
+    let ip = testkit::containers::pod_ip(pod).and_then(|ip| ip.parse().ok());
+    let ip = ip.unwrap_or_else(|| panic!("pod {:?} has no address", pod.metadata.name));
+    SocketAddr::new(ip, port)
+}
 
 /// How long a scenario waits for the cluster to act.
 pub const WAIT: Duration = Duration::from_secs(120);

@@ -20,7 +20,7 @@ use testkit::containers::main_pid;
 use testkit::memcache::{Connection, Tls};
 use testkit::procfs::start_ticks;
 
-use crate::cluster::{Env, WAIT, eventually};
+use crate::cluster::{Env, WAIT, eventually, pod_address};
 
 /// Items set before the renewal, spread over both servers.
 const ITEMS: usize = 100;
@@ -310,12 +310,9 @@ async fn servers(env: &Env, namespace: &str, ca_pem: &str) -> Vec<Server> {
         .iter()
         .map(|pod| {
             let (name, restarts, start_ticks) = identity_of(pod);
-            let ip = testkit::containers::pod_ip(pod)
-                .and_then(|ip| ip.parse().ok())
-                .unwrap_or_else(|| panic!("{name} has no IP"));
             Server {
                 tls: Tls::new(ca_pem, &format!("{name}.cache.{namespace}.svc"), None),
-                address: SocketAddr::new(ip, 11211),
+                address: pod_address(pod, 11211),
                 pod: name,
                 restarts,
                 start_ticks,

@@ -5,7 +5,7 @@
 //! itself makes.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use testkit::memcache::{Connection, Tls};
 use testkit::pki::{Ca, Leaf};
 
-use crate::cluster::{Env, WAIT, eventually};
+use crate::cluster::{Env, WAIT, eventually, pod_address};
 
 const USER: &str = "alice";
 const PASSWORD: &str = "wonderland-7f3a";
@@ -62,9 +62,8 @@ pub async fn tls_client_certificates_and_credentials_are_required_of_every_clien
     assert_eq!(status["auth"], json!({ "secretName": "secured-auth" }));
 
     let pod = pod(&env, &namespace, "secured-0").await;
-    let ip = pod_ip(&pod);
-    let tls_port = SocketAddr::new(ip, 11211);
-    let plain_port = SocketAddr::new(ip, 11212);
+    let tls_port = pod_address(&pod, 11211);
+    let plain_port = pod_address(&pod, 11212);
     let server_name = format!("secured-0.secured.{namespace}.svc");
     let mut refused = 0;
 
@@ -186,7 +185,7 @@ pub async fn tls_alone_serves_tls_clients_and_refuses_plaintext(env: Arc<Env>) {
     );
     assert_eq!(status.get("auth"), None);
     let pod = pod(&env, &namespace, "cache-0").await;
-    let address = SocketAddr::new(pod_ip(&pod), 11211);
+    let address = pod_address(&pod, 11211);
     let tls = Tls::new(&ca.pem, &format!("cache-0.cache.{namespace}.svc"), None);
     let mut connection = Connection::open(address, Some(&tls))
         .await
@@ -205,7 +204,7 @@ pub async fn tls_alone_serves_tls_clients_and_refuses_plaintext(env: Arc<Env>) {
         "a plaintext client is refused: {plain:?}"
     );
     // No plaintext port is opened when none is asked for.
-    let closed = Connection::open(SocketAddr::new(pod_ip(&pod), 11212), None).await;
+    let closed = Connection::open(pod_address(&pod, 11212), None).await;
     assert!(
         closed.is_err(),
         "nothing listens on 11212: {:?}",
@@ -274,12 +273,6 @@ async fn pod(env: &Env, namespace: &str, name: &str) -> Pod {
     pods.get(name)
         .await
         .unwrap_or_else(|error| panic!("cannot read pod {namespace}/{name}: {error}"))
-}
-
-fn pod_ip(pod: &Pod) -> IpAddr {
-    let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
-    ip.and_then(|ip| ip.parse().ok())
-        .unwrap_or_else(|| panic!("pod {:?} has no IP", pod.metadata.name))
 }
 
 /// Connects (over TLS when `tls` is given) and asks for the version: the server's first reply,

@@ -13,7 +13,7 @@ use serde_json::json;
 use testkit::containers::main_pid;
 use testkit::memcache::Connection;
 
-use crate::cluster::{Env, WAIT, eventually, host};
+use crate::cluster::{Env, WAIT, eventually, host, pod_address};
 
 /// Items set before each restart.
 const ITEMS: usize = 200;
@@ -47,7 +47,7 @@ pub async fn a_graceful_restart_keeps_the_items_and_a_kill_loses_them(env: Arc<E
             .is_some_and(|script| script.contains("kill -USR1 1")),
         "the preStop hook stops memcached gracefully: {hook:?}"
     );
-    set_items(address(&pod), "first").await;
+    set_items(pod_address(&pod, 11211), "first").await;
 
     // The graceful stop: SIGUSR1 to memcached, as the preStop hook sends it.
     let pid = main_pid(&pod, "memcached").expect("memcached's process");
@@ -60,7 +60,7 @@ pub async fn a_graceful_restart_keeps_the_items_and_a_kill_loses_them(env: Arc<E
         pods.get("cache-0").await.expect("the pod").metadata.uid,
         "the same pod"
     );
-    let kept = count_items(address(&pod), "first").await;
+    let kept = count_items(pod_address(&pod, 11211), "first").await;
     // What memcached said of its memory file as it stopped and started again.
     let logs = testkit::containers::pod_logs(&env.client, &pod).await;
     let said: Vec<&str> = logs
@@ -79,7 +79,7 @@ pub async fn a_graceful_restart_keeps_the_items_and_a_kill_loses_them(env: Arc<E
     let pid = main_pid(&pod, "memcached").expect("memcached's process");
     host("kill", &["-KILL", &pid.to_string()]);
     let pod = ready(&pods, 2).await;
-    let left = count_items(address(&pod), "first").await;
+    let left = count_items(pod_address(&pod, 11211), "first").await;
     eprintln!("after SIGKILL (restart 2): {left} of {ITEMS} items left");
     assert_eq!(left, 0, "a SIGKILLed memcached comes back empty");
 }
@@ -101,13 +101,6 @@ async fn ready(pods: &Api<Pod>, restarts: i32) -> Pod {
         },
     )
     .await
-}
-
-fn address(pod: &Pod) -> SocketAddr {
-    let ip = testkit::containers::pod_ip(pod)
-        .and_then(|ip| ip.parse().ok())
-        .expect("the pod's address");
-    SocketAddr::new(ip, 11211)
 }
 
 async fn set_items(address: SocketAddr, prefix: &str) {
