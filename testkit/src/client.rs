@@ -111,13 +111,7 @@ impl TlsClient {
     /// # Panics
     /// If `ca_pem` holds a certificate rustls cannot read or use as a trust anchor.
     pub fn with_alpn(address: SocketAddr, ca_pem: &str, alpn: &[&[u8]]) -> TlsClient {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            let cert = cert.unwrap_or_else(|error| panic!("the CA is not PEM: {error}"));
-            roots
-                .add(cert)
-                .unwrap_or_else(|error| panic!("the CA is not a usable trust anchor: {error}"));
-        }
+        let roots = trust_anchors(ca_pem);
         let config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -305,6 +299,21 @@ impl TlsClient {
         tokio::spawn(connection);
         Ok(KeepAlive { sender })
     }
+}
+
+/// The certificates of `ca_pem` as the trust anchors of a TLS client.
+///
+/// # Panics
+/// If `ca_pem` holds a certificate rustls cannot read or use as a trust anchor.
+pub(crate) fn trust_anchors(ca_pem: &str) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.unwrap_or_else(|error| panic!("the CA is not PEM: {error}"));
+        roots
+            .add(cert)
+            .unwrap_or_else(|error| panic!("the CA is not a usable trust anchor: {error}"));
+    }
+    roots
 }
 
 /// Accepts whatever certificate the server presents, but checks that the server holds its

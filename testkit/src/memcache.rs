@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::client::trust_anchors;
 use crate::pki::{Leaf, serial_of};
 
 /// How long one exchange with a server may take.
@@ -35,13 +36,7 @@ impl Tls {
     /// # Panics
     /// If a PEM does not parse, or `server_name` is not a DNS name.
     pub fn new(ca_pem: &str, server_name: &str, client: Option<&Leaf>) -> Tls {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-            let cert = cert.unwrap_or_else(|error| panic!("the CA is not PEM: {error}"));
-            roots
-                .add(cert)
-                .unwrap_or_else(|error| panic!("the CA is not a usable trust anchor: {error}"));
-        }
+        let roots = trust_anchors(ca_pem);
         let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
