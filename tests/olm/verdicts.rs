@@ -469,14 +469,15 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
             ),
             Err(undecided) => (undecided.clone(), false),
         };
-        eprintln!(
+        let line = format!(
             "variant {}: check-bundle says OLM v0 {said} ({findings}); OLM v0 {olm}",
             variant.id
         );
+        eprintln!("{line}");
         if agrees {
             agreed += 1;
         } else {
-            disagreements.push(variant.id);
+            disagreements.push(line);
         }
     }
     eprintln!(
@@ -511,8 +512,11 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
     )
     .await;
 
+    // The disagreements are repeated here, so that the end of a long log shows them.
     assert!(
         disagreements.is_empty(),
-        "check-bundle and OLM v0 disagree on {disagreements:?} (see the lines above)"
+        "check-bundle and OLM v0 disagree on {} variants:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
     );
 }
