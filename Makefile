@@ -25,12 +25,13 @@ tools:
 
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet, kube-proxy, etcd, containerd, CoreDNS, kustomize, OLM (olm, catalog, cpb),
-# cert-manager (controller, cainjector; helm renders its CRDs), OpenShift's APIServer CRD, opm
-# and grpc_health_probe, and Debian's memcached, node packages (runc, CNI plugins, iptables)
-# and image tools (buildah, skopeo, registry).
+# cert-manager (controller, cainjector; helm renders its CRDs), OpenShift's APIServer CRD, the
+# Prometheus Operator's ServiceMonitor CRD, opm and grpc_health_probe, memcached_exporter, and
+# Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools (buildah,
+# skopeo, registry).
 test-tools:
-	hack/tools.sh kube etcd containerd coredns kustomize olm helm cert-manager openshift-api opm \
-	  grpc-health-probe memcached node images
+	hack/tools.sh kube etcd containerd coredns kustomize olm helm cert-manager openshift-api prometheus-operator opm \
+	  grpc-health-probe memcached-exporter memcached node images
 
 ## lint: rustfmt and clippy, warnings as errors.
 lint: fmt-check clippy
@@ -226,7 +227,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	  status=$$?; echo "$$out"; \
 	  if [ $$status -ne 0 ] || echo "$$out" | grep -Eq 'level=(warning|error)'; then \
 	    echo "operator-sdk bundle validate: errors or warnings"; exit 1; fi
-	hack/images.sh build operator
+	hack/images.sh build operator memcached-exporter
 	@grep -q 'image: $(OPERAND_IMAGE)$$' bundle/manifests/*.clusterserviceversion.yaml || \
 	  { echo "the CSV's operand image is not $(OPERAND_IMAGE): update OPERAND_IMAGE"; exit 1; }
 	@eval "$$(hack/images.sh env)" && \
@@ -236,7 +237,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	    | grep -Fv 'unable to inspect the image ($(OPERAND_IMAGE))' || true)"; \
 	  if [ $$status -ne 0 ] || [ -n "$$unexplained" ]; then \
 	    echo "operator-sdk multiarch: the images' platforms, the labels or the node affinity disagree"; exit 1; fi; \
-	  echo "multiarch: the operator image inspected (linux/amd64, as the labels and node affinity say);" \
+	  echo "multiarch: the operator and memcached-exporter images inspected (linux/amd64, as the labels and node affinity say);" \
 	    "$(OPERAND_IMAGE) cannot be pulled here (no copy of it is built here)"
 	$(OPM) validate catalog
 	$(KUSTOMIZE) build config/default >/dev/null

@@ -90,7 +90,7 @@ start() {
     die "the local control plane in $STATE runs without a node: stop it (hack/control-plane.sh stop) and deploy again"
   [[ -f "$CONFIG/kustomization.yaml" ]] || die "$CONFIG holds no kustomization.yaml"
   local memcached want
-  "$ROOT/hack/images.sh" build operator memcached
+  "$ROOT/hack/images.sh" build operator memcached memcached-exporter
   memcached="$("$ROOT/hack/images.sh" reference memcached)"
   want="$(awk '$1 == "value:" && /memcached/ { print $2 }' "$ROOT/hack/node/deploy/kustomization.yaml")"
   [[ "$CONFIG" != "$ROOT/hack/node/deploy" || "$want" == "$memcached" ]] ||

@@ -30,6 +30,9 @@
 #              memcached package as installed on this machine, with the libraries it links,
 #              and busybox's shell, kill and sleep (as Alpine's busybox gives the original),
 #              under stand-in/; never pushed under the default's name
+#   memcached-exporter  memcached_exporter (.tools/bin, built from the pin), the metrics sidecar
+#              of memcached pods, named as the release's image (on an empty root rather than
+#              Prometheus's busybox)
 #   pause      STAND-IN for the pod sandbox image: Debian's static catatonit in pause mode
 #   coredns    CoreDNS built from the pin (hack/coredns), the cluster DNS
 #   busybox    STAND-IN for a small image with a shell: Debian's busybox-static, for the node's
@@ -60,7 +63,7 @@ MUSL_TARGET=x86_64-unknown-linux-musl
 # How build_image pushes an image; in its stamps, so that a change rebuilds.
 PUSHED_AS="oci index, linux/amd64"
 OPERATOR_BINARY="$ROOT/target/$MUSL_TARGET/release/memcached-operator"
-ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached pause coredns busybox scorecard-test)
+ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached memcached-exporter pause coredns busybox scorecard-test)
 
 log() { printf 'images: %s\n' "$*" >&2; }
 die() { printf 'images: error: %s\n' "$*" >&2; exit 1; }
@@ -80,6 +83,7 @@ reference() {
     olm) echo "quay.io/operator-framework/olm:$(tool_version olm)" ;;
     ubi-micro) echo "$REGISTRY/stand-in/ubi-micro:9.6" ;;
     memcached) echo "$REGISTRY/stand-in/memcached-debian:$(debian_version memcached)" ;;
+    memcached-exporter) echo "quay.io/prometheus/memcached-exporter:$(tool_version memcached-exporter)" ;;
     pause) echo "$REGISTRY/stand-in/pause-catatonit:$(debian_version catatonit)" ;;
     coredns) echo "$REGISTRY/node/coredns:$(tool_version coredns)" ;;
     busybox) echo "$REGISTRY/stand-in/busybox-static:$(debian_version busybox-static)" ;;
@@ -287,6 +291,16 @@ build_one() {
       echo "memcache:x:11211:" >>"$dir/rootfs/etc/group"
       build_image memcached "$ROOT/hack/images/memcached/Dockerfile" "$dir" \
         "$(cd "$dir" && find rootfs -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32)"
+      ;;
+    memcached-exporter)
+      "$ROOT/hack/tools.sh" memcached-exporter
+      dir="$(context memcached-exporter)"
+      root_files "$dir/rootfs"
+      echo "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin" >>"$dir/rootfs/etc/passwd"
+      echo "nobody:x:65534:" >>"$dir/rootfs/etc/group"
+      cp "$BIN/memcached_exporter" "$dir/memcached_exporter"
+      build_image memcached-exporter "$ROOT/hack/images/memcached-exporter/Dockerfile" "$dir" \
+        "$(sha256sum <"$dir/memcached_exporter")"
       ;;
     pause)
       dir="$(context pause)"

@@ -76,7 +76,7 @@ start() {
   [[ -n "$channel" ]] || die "$CATALOG/$PACKAGE/package.yaml names no defaultChannel"
   rm -rf "$INSTALL_STATE"
   mkdir -p "$INSTALL_STATE" "$LOGS"
-  "$ROOT/hack/images.sh" build operator bundle catalog memcached
+  "$ROOT/hack/images.sh" build operator bundle catalog memcached memcached-exporter
   SECONDS=0
   DEADLINE=$TIMEOUT
   "$ROOT/hack/olm.sh" start

@@ -23,6 +23,9 @@
 #   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
 #                 TLS security profile), copied out of github.com/openshift/api into
 #                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
+#   prometheus-operator  the real CRD of monitoring.coreos.com's ServiceMonitor, copied out of
+#                 github.com/prometheus-operator/prometheus-operator into
+#                 .tools/prometheus-operator/crds/ for the tests; nothing is built
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk, and its
 #                 images/scorecard-test, the binary of scorecard's test image
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
@@ -36,6 +39,8 @@
 #                 OLM's catalog pods run as their probe; it goes into the opm image
 #   coredns       CoreDNS (github.com/coredns/coredns) with the plugins hack/coredns/main.go
 #                 names, the local cluster's DNS
+#   memcached-exporter  memcached_exporter (github.com/prometheus/memcached_exporter), the
+#                 metrics sidecar of memcached pods; it goes into the memcached-exporter image
 #   memcached     Debian's memcached package, installed with apt-get (as root) when no
 #                 memcached is on PATH; not in the default set, since it goes into the
 #                 system rather than .tools/, and its version is Debian's, not a pin
@@ -69,7 +74,7 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe olm helm cert-manager openshift-api operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
 SYSTEM_TOOLS=(memcached node images)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
@@ -79,6 +84,9 @@ OPENSHIFT_CRDS="$TOOLS/openshift/crds"
 # Where the cert-manager tool puts cert-manager's CRDs, rendered from its chart.
 CERT_MANAGER_CRDS="$TOOLS/cert-manager/crds"
 OPENSHIFT_APISERVER_CRD=config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_apiservers-Default.crd.yaml
+# Where the prometheus-operator tool puts the ServiceMonitor CRD, and where it is in the module.
+PROMETHEUS_CRDS="$TOOLS/prometheus-operator/crds"
+SERVICE_MONITOR_CRD=example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
 # written in exactly one place; these are what the version stamps need besides.
@@ -104,8 +112,9 @@ binaries_of() {
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
     operator-sdk) echo operator-sdk scorecard-test ;;
     grpc-health-probe) echo grpc_health_probe ;;
+    memcached-exporter) echo memcached_exporter ;;
     cert-manager) echo cert-manager-controller cert-manager-cainjector ;;
-    openshift-api) ;;
+    openshift-api | prometheus-operator) ;;
     *) echo "$1" ;;
   esac
 }
@@ -121,8 +130,10 @@ module_of() {
     containerd) echo github.com/containerd/containerd/v2 ;;
     coredns) echo github.com/coredns/coredns ;;
     grpc-health-probe) echo github.com/grpc-ecosystem/grpc-health-probe ;;
+    memcached-exporter) echo github.com/prometheus/memcached_exporter ;;
     olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     openshift-api) echo github.com/openshift/api ;;
+    prometheus-operator) echo github.com/prometheus-operator/prometheus-operator ;;
     cert-manager) echo github.com/cert-manager/cert-manager ;;
     helm) echo helm.sh/helm/v3 ;;
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
@@ -186,6 +197,7 @@ is_installed() {
   [[ "$tool" != olm ]] || { compgen -G "$OLM_CRDS/*.yaml" >/dev/null && [[ -f "$TOOLS/olm/chart/Chart.yaml" ]]; } || return 1
   [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
+  [[ "$tool" != prometheus-operator ]] || [[ -f "$PROMETHEUS_CRDS/$(basename "$SERVICE_MONITOR_CRD")" ]] || return 1
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
   done
@@ -368,6 +380,20 @@ fetch_openshift_api() {
   log "copied $(basename "$OPENSHIFT_APISERVER_CRD") into $OPENSHIFT_CRDS"
 }
 
+fetch_prometheus_operator() {
+  local module dir
+  module="$(module_of prometheus-operator)"
+  log "downloading $module $(version_of prometheus-operator) (a few seconds on a cold cache)..."
+  dir="$(cd "$ROOT/hack/prometheus-operator" && go mod download -modcacherw -json "$module" |
+    awk -F'"' '$2 == "Dir" { print $4 }')"
+  [[ -f "$dir/$SERVICE_MONITOR_CRD" ]] || die "$module has no $SERVICE_MONITOR_CRD (in '$dir')"
+  rm -rf "$PROMETHEUS_CRDS"
+  mkdir -p "$PROMETHEUS_CRDS"
+  cp "$dir/$SERVICE_MONITOR_CRD" "$PROMETHEUS_CRDS/"
+  chmod 0644 "$PROMETHEUS_CRDS"/*.yaml
+  log "copied $(basename "$SERVICE_MONITOR_CRD") into $PROMETHEUS_CRDS"
+}
+
 # Debian packages of the system tools, and a command (or path) each one provides.
 packages_of() {
   case "$1" in
@@ -430,6 +456,16 @@ build_grpc_health_probe() {
   log "building grpc_health_probe $(version_of grpc-health-probe) (a minute on a cold cache)..."
   check_requirements grpc-health-probe
   go_build grpc-health-probe -ldflags "-s -w" -o "$BIN/grpc_health_probe" github.com/grpc-ecosystem/grpc-health-probe
+}
+
+build_memcached_exporter() {
+  local v
+  v="$(version_of memcached-exporter)"
+  log "building memcached_exporter $v (a minute on a cold cache)..."
+  check_requirements memcached-exporter
+  # The version its release stamps into memcached_exporter_build_info.
+  go_build memcached-exporter -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
+    -o "$BIN/memcached_exporter" github.com/prometheus/memcached_exporter/cmd/memcached_exporter
 }
 
 build_coredns() {
@@ -515,10 +551,12 @@ install_tool() {
     containerd) build_containerd ;;
     coredns) build_coredns ;;
     grpc-health-probe) build_grpc_health_probe ;;
+    memcached-exporter) build_memcached_exporter ;;
     olm) build_olm ;;
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;
     openshift-api) fetch_openshift_api ;;
+    prometheus-operator) fetch_prometheus_operator ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;

@@ -185,8 +185,10 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
             },
         )),
         option::of(network_policy()),
+        option::of(monitoring()),
     );
-    (core, scheduling, security).prop_map(
+    // Boxed: the three groups' strategies nested in one type overflow a test thread's stack.
+    (core.boxed(), scheduling.boxed(), security.boxed()).prop_map(
         |(
             (replicas, image, memcached, resources, service, pod_disruption_budget),
             (
@@ -196,7 +198,7 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
                 priority_class_name,
                 topology_spread_constraints,
             ),
-            (tls, auth, graceful_shutdown, network_policy),
+            (tls, auth, graceful_shutdown, network_policy, monitoring),
         )| v1beta1::MemcachedSpec {
             replicas,
             image,
@@ -213,8 +215,44 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
             auth,
             graceful_shutdown,
             network_policy,
+            monitoring,
         },
     )
+}
+
+/// Any metrics settings.
+fn monitoring() -> impl Strategy<Value = v1beta1::MonitoringSpec> {
+    (
+        option::of(1i32..=65535),
+        option::of("[a-z]{1,8}/exporter:v[0-9]"),
+        option::of(resources()),
+        option::of("[a-z]{1,8}/relay:v[0-9]"),
+        option::of(
+            (
+                option::of("[1-9][0-9]?s"),
+                option::of("[1-9]s"),
+                option::of(btree_map("[a-z]{1,5}", "[a-z]{0,5}", 0..2)),
+            )
+                .prop_map(|(interval, scrape_timeout, labels)| {
+                    v1beta1::ServiceMonitorSpec {
+                        interval,
+                        scrape_timeout,
+                        labels,
+                    }
+                }),
+        ),
+    )
+        .prop_map(
+            |(port, exporter_image, exporter_resources, relay_image, service_monitor)| {
+                v1beta1::MonitoringSpec {
+                    port,
+                    exporter_image,
+                    exporter_resources,
+                    relay_image,
+                    service_monitor,
+                }
+            },
+        )
 }
 
 /// Any NetworkPolicy settings: sources selected by pod or namespace labels, or address blocks.
@@ -239,8 +277,16 @@ fn network_policy() -> impl Strategy<Value = v1beta1::NetworkPolicySpec> {
                 ip_block,
             },
         );
-    option::of(vec(peer, 0..3))
-        .prop_map(|allowed_sources| v1beta1::NetworkPolicySpec { allowed_sources })
+    (
+        option::of(vec(peer.clone(), 0..3)),
+        option::of(vec(peer, 0..2)),
+    )
+        .prop_map(
+            |(allowed_sources, metrics_sources)| v1beta1::NetworkPolicySpec {
+                allowed_sources,
+                metrics_sources,
+            },
+        )
 }
 
 fn client_auth() -> impl Strategy<Value = v1beta1::ClientAuth> {
@@ -253,18 +299,41 @@ fn client_auth() -> impl Strategy<Value = v1beta1::ClientAuth> {
 
 /// Any TLS settings.
 fn tls() -> impl Strategy<Value = v1beta1::TlsSpec> {
+    let issuer = (
+        "[a-z]{1,8}",
+        option::of(prop_oneof![Just("Issuer"), Just("ClusterIssuer")]),
+        option::of(Just("cert-manager.io")),
+    )
+        .prop_map(|(name, kind, group)| v1beta1::IssuerRef {
+            name,
+            kind: kind.map(String::from),
+            group: group.map(String::from),
+        });
     (
         option::of("[a-z]{1,8}(-tls)?"),
         option::of(1i32..=65535),
         option::of(client_auth()),
         option::of("[a-z]{1,8}/refresher:v[0-9]"),
+        option::of(issuer),
+        option::of(any::<bool>()),
     )
         .prop_map(
-            |(secret_name, plaintext_port, client_auth, refresher_image)| v1beta1::TlsSpec {
+            |(
                 secret_name,
                 plaintext_port,
                 client_auth,
                 refresher_image,
+                issuer_ref,
+                service_ca,
+            )| {
+                v1beta1::TlsSpec {
+                    secret_name,
+                    plaintext_port,
+                    client_auth,
+                    refresher_image,
+                    issuer_ref,
+                    openshift_service_ca: service_ca,
+                }
             },
         )
 }

@@ -12,7 +12,7 @@ pub mod listener;
 pub mod manager;
 pub mod operator;
 pub mod rbac;
-pub mod refresher;
+pub mod sidecar;
 pub mod telemetry;
 pub mod tls;
 pub mod webhook;

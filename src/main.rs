@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::{manager, refresher, telemetry};
+use memcached_operator::sidecar::{refresher, relay};
+use memcached_operator::{manager, telemetry};
 
 /// Exit code of a subcommand that failed.
 const EXIT_FAILURE: u8 = 1;
@@ -37,6 +38,9 @@ enum Command {
     /// Runs beside memcached in its pod: brings a renewed certificate into the running server
     /// (`refresh_certs`) without restarting it.
     RefreshCerts(refresher::RefreshArgs),
+    /// Runs beside memcached in its pod: lets memcached_exporter read the statistics of a
+    /// server that requires authentication, and nothing else.
+    RelayStats(relay::RelayArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +62,9 @@ fn main() -> ExitCode {
             refresher::run(args, shutdown)
                 .await
                 .context("certificate refresher")
+        }),
+        Command::RelayStats(args) => until_signalled(|shutdown| async move {
+            relay::run(args, shutdown).await.context("stats relay")
         }),
     };
     match served {
@@ -148,8 +155,8 @@ mod tests {
     fn the_operator_binary_has_only_the_subcommands_that_run_in_a_cluster() {
         let command = Cli::command();
         let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
-        // refresh-certs runs in memcached's pods, beside each TLS server.
-        assert_eq!(names, ["run", "webhooks", "refresh-certs"]);
+        // refresh-certs and relay-stats run in memcached's pods, beside its servers.
+        assert_eq!(names, ["run", "webhooks", "refresh-certs", "relay-stats"]);
         assert!(command.get_version().is_some(), "--version is offered");
     }
 

@@ -48,6 +48,12 @@ pub const CERT_SECRET_NAMES: [&str; 2] = [OLM_CERT_SECRET_NAME, CERT_MANAGER_CER
 /// The environment variable naming the image of the certificate refresher that runs beside
 /// memcached (`memcached-operator refresh-certs`): the operator's own image.
 pub const RELATED_IMAGE_REFRESHER_ENV: &str = "RELATED_IMAGE_CERT_REFRESHER";
+/// The environment variable naming the memcached_exporter image the operator was released
+/// with, the metrics sidecar of memcached pods.
+pub const RELATED_IMAGE_EXPORTER_ENV: &str = "RELATED_IMAGE_MEMCACHED_EXPORTER";
+/// The memcached_exporter image used when `RELATED_IMAGE_MEMCACHED_EXPORTER` is unset: the
+/// version the project builds its exporter image from (hack/memcached-exporter), pinned.
+pub const DEFAULT_EXPORTER_IMAGE: &str = "quay.io/prometheus/memcached-exporter:v0.14.4";
 /// The registry and organisation the operator's images are published under.
 pub const IMAGE_REPOSITORY: &str = "quay.io/f2367556";
 /// Where the binary sits in the operator's image (the Dockerfile copies it there).

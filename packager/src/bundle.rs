@@ -277,6 +277,10 @@ pub fn cluster_service_version(
                     name: "memcached".to_string(),
                     image: operator::DEFAULT_MEMCACHED_IMAGE.to_string(),
                 },
+                RelatedImage {
+                    name: "memcached-exporter".to_string(),
+                    image: operator::DEFAULT_EXPORTER_IMAGE.to_string(),
+                },
             ],
             labels: BTreeMap::new(),
             selector: None,

@@ -119,10 +119,16 @@ pub fn container(image: &str) -> Container {
                 value: Some(operator::DEFAULT_MEMCACHED_IMAGE.to_string()),
                 ..EnvVar::default()
             },
-            // The certificate refresher beside TLS memcached servers is this same image.
+            // The certificate refresher and the stats relay beside memcached servers are this
+            // same image.
             EnvVar {
                 name: operator::RELATED_IMAGE_REFRESHER_ENV.to_string(),
                 value: Some(image.to_string()),
+                ..EnvVar::default()
+            },
+            EnvVar {
+                name: operator::RELATED_IMAGE_EXPORTER_ENV.to_string(),
+                value: Some(operator::DEFAULT_EXPORTER_IMAGE.to_string()),
                 ..EnvVar::default()
             },
             EnvVar {

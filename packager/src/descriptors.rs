@@ -34,6 +34,8 @@ fn resources() -> Vec<ApiResourceReference> {
         ("Service", "v1"),
         ("PodDisruptionBudget", "v1"),
         ("NetworkPolicy", "v1"),
+        ("Certificate", "v1"),
+        ("ServiceMonitor", "v1"),
         ("Event", "v1"),
     ]
     .iter()
@@ -217,6 +219,18 @@ pub fn v1beta1() -> CrdDescription {
             &[&number, ADVANCED],
         ),
         descriptor(
+            "tls.issuerRef",
+            "cert-manager issuer",
+            "A cert-manager Issuer or ClusterIssuer that issues the certificate into the Secret.",
+            &[ADVANCED],
+        ),
+        descriptor(
+            "tls.openShiftServiceCA",
+            "OpenShift service CA",
+            "OpenShift's service CA issues the certificate into the Secret.",
+            &[&ui("booleanSwitch"), ADVANCED],
+        ),
+        descriptor(
             "auth",
             "Authentication",
             "Clients authenticate with a user and password from a Secret.",
@@ -233,6 +247,24 @@ pub fn v1beta1() -> CrdDescription {
             "Network policy",
             "A NetworkPolicy: only the allowed sources reach memcached's ports.",
             &[&group("networkPolicy"), ADVANCED],
+        ),
+        descriptor(
+            "monitoring",
+            "Monitoring",
+            "memcached_exporter beside every server, on the Service's metrics port.",
+            &[&group("monitoring")],
+        ),
+        descriptor(
+            "monitoring.port",
+            "Metrics port",
+            "The port the exporter serves /metrics on.",
+            &[&number, ADVANCED],
+        ),
+        descriptor(
+            "monitoring.serviceMonitor",
+            "ServiceMonitor",
+            "A ServiceMonitor for the Prometheus Operator, where its API is served.",
+            &[ADVANCED],
         ),
         descriptor(
             "gracefulShutdown",

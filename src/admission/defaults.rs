@@ -12,12 +12,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::v1beta1::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_TERMINATION_GRACE_SECONDS,
-    DEFAULT_THREADS, DEFAULT_VERBOSITY, MemcachedConfig, MemcachedSpec, PodDisruptionBudgetSpec,
-    ServiceSpec,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_REPLICAS,
+    DEFAULT_TERMINATION_GRACE_SECONDS, DEFAULT_THREADS, DEFAULT_VERBOSITY, MemcachedConfig,
+    MemcachedSpec, PodDisruptionBudgetSpec, ServiceSpec,
 };
 use crate::operator::{
-    self, DEFAULT_MEMCACHED_IMAGE, RELATED_IMAGE_ENV, RELATED_IMAGE_REFRESHER_ENV,
+    self, DEFAULT_EXPORTER_IMAGE, DEFAULT_MEMCACHED_IMAGE, RELATED_IMAGE_ENV,
+    RELATED_IMAGE_EXPORTER_ENV, RELATED_IMAGE_REFRESHER_ENV,
 };
 
 /// The smallest headroom, in MiB, added to the item memory for connection buffers, the hash
@@ -31,17 +32,24 @@ pub const DEFAULT_CPU_REQUEST: &str = "100m";
 pub struct Defaults {
     /// The memcached image for specs that name none.
     pub image: String,
-    /// The certificate refresher's image for TLS specs that name none.
+    /// The operator's own image, for its sidecars (the certificate refresher, the stats
+    /// relay) where a spec names none.
     pub refresher_image: String,
+    /// The memcached_exporter image for monitoring specs that name none.
+    pub exporter_image: String,
 }
 
 impl Defaults {
-    /// Reads `RELATED_IMAGE_MEMCACHED` and `RELATED_IMAGE_CERT_REFRESHER`; falls back to the
-    /// pinned memcached 1.6 image and to the operator's own image when one is unset or blank.
+    /// Reads `RELATED_IMAGE_MEMCACHED`, `RELATED_IMAGE_CERT_REFRESHER` and
+    /// `RELATED_IMAGE_MEMCACHED_EXPORTER`; falls back to the pinned memcached 1.6 image, to the
+    /// operator's own image and to the pinned exporter when one is unset or blank.
     pub fn from_env() -> Self {
         let mut defaults = Self::with_related_image(std::env::var(RELATED_IMAGE_ENV).ok());
         if let Some(image) = non_blank(std::env::var(RELATED_IMAGE_REFRESHER_ENV).ok()) {
             defaults.refresher_image = image;
+        }
+        if let Some(image) = non_blank(std::env::var(RELATED_IMAGE_EXPORTER_ENV).ok()) {
+            defaults.exporter_image = image;
         }
         defaults
     }
@@ -52,6 +60,7 @@ impl Defaults {
         Self {
             image,
             refresher_image: operator::own_image(),
+            exporter_image: DEFAULT_EXPORTER_IMAGE.to_string(),
         }
     }
 }
@@ -97,11 +106,20 @@ pub fn default_spec(spec: &MemcachedSpec, defaults: &Defaults) -> MemcachedSpec 
         .get_or_insert_with(PodDisruptionBudgetSpec::default)
         .max_unavailable
         .get_or_insert(IntOrString::Int(DEFAULT_MAX_UNAVAILABLE));
-    // TLS, authentication and the shutdown settings stay off unless asked for; once asked
+    // TLS, authentication, monitoring and the shutdown settings stay off unless asked for; once asked
     // for, their own fields are filled in.
     if let Some(tls) = &mut spec.tls {
         tls.client_auth.get_or_insert_default();
         tls.refresher_image
+            .get_or_insert_with(|| defaults.refresher_image.clone());
+    }
+    if let Some(monitoring) = &mut spec.monitoring {
+        monitoring.port.get_or_insert(DEFAULT_METRICS_PORT);
+        monitoring
+            .exporter_image
+            .get_or_insert_with(|| defaults.exporter_image.clone());
+        monitoring
+            .relay_image
             .get_or_insert_with(|| defaults.refresher_image.clone());
     }
     if let Some(shutdown) = &mut spec.graceful_shutdown {

@@ -24,6 +24,7 @@ use crate::api::v1beta1::{
 };
 use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
 
+mod monitoring;
 mod security;
 
 /// Warnings returned to the client with an admitted request.
@@ -207,6 +208,7 @@ fn check_spec(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &
         check_max_unavailable(max, violations);
     }
     security::check(spec, violations, warnings);
+    monitoring::check(spec, violations, warnings);
 }
 
 /// What an image reference is worth.

@@ -12,9 +12,13 @@ use kube::core::{Message, Reason, Rule};
 
 use super::memcached_flags::managed_flag_pattern;
 use super::v1beta1::{
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MIN_ITEM_SIZE_BYTES,
-    MIN_WARM_RESTART_MEMORY_MB,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS,
+    MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
 };
+
+/// A Prometheus duration, as the ServiceMonitor CRD's own pattern has it.
+pub const PROMETHEUS_DURATION_PATTERN: &str =
+    "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$";
 
 /// memcached's item-size notation: digits, optionally followed by `k`/`K` or `m`/`M`.
 pub const ITEM_SIZE_PATTERN: &str = "^[0-9]+[kKmM]?$";
@@ -103,6 +107,32 @@ pub fn tls_secret_is_named() -> Rule {
         .reason(Reason::FieldValueRequired)
 }
 
+/// On `spec.tls`: at most one issuer of the certificate.
+pub fn one_certificate_source() -> Rule {
+    Rule::new("!has(self.issuerRef) || !has(self.openShiftServiceCA) || !self.openShiftServiceCA")
+        .message(
+            "spec.tls.issuerRef and spec.tls.openShiftServiceCA both issue the certificate; \
+             choose one",
+        )
+        .field_path(".openShiftServiceCA")
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// On `spec.tls`: the OpenShift service CA writes no `ca.crt`, so client certificates cannot
+/// be verified against one.
+pub fn service_ca_has_no_client_ca() -> Rule {
+    Rule::new(
+        "!has(self.openShiftServiceCA) || !self.openShiftServiceCA || !has(self.clientAuth) || \
+         self.clientAuth == 'None'",
+    )
+    .message(
+        "spec.tls.clientAuth must be None with openShiftServiceCA: the service CA writes no \
+         ca.crt to verify client certificates against",
+    )
+    .field_path(".clientAuth")
+    .reason(Reason::FieldValueForbidden)
+}
+
 /// On `spec.auth`: the Secret the credentials come from is named.
 pub fn auth_secret_is_named() -> Rule {
     Rule::new("has(self.secretName)")
@@ -125,6 +155,37 @@ pub fn plaintext_port_is_not_the_client_port() -> Rule {
     )))
     .field_path(".tls.plaintextPort")
     .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec`: the exporter's port is none of memcached's ports.
+pub fn metrics_port_is_its_own() -> Rule {
+    Rule::new(format!(
+        "!has(self.monitoring) || ((has(self.monitoring.port) ? self.monitoring.port : \
+         {DEFAULT_METRICS_PORT}) != (has(self.service) && has(self.service.port) ? \
+         self.service.port : {DEFAULT_PORT}) && (!has(self.tls) || !has(self.tls.plaintextPort) \
+         || (has(self.monitoring.port) ? self.monitoring.port : {DEFAULT_METRICS_PORT}) != \
+         self.tls.plaintextPort))"
+    ))
+    .message(Message::Message(format!(
+        "spec.monitoring.port (default {DEFAULT_METRICS_PORT}) must differ from memcached's \
+         ports: spec.service.port (default {DEFAULT_PORT}) and spec.tls.plaintextPort"
+    )))
+    .field_path(".monitoring.port")
+    .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec`: with monitoring and a NetworkPolicy, the NetworkPolicy says who may scrape.
+pub fn metrics_sources_are_listed() -> Rule {
+    Rule::new(
+        "!has(self.monitoring) || !has(self.networkPolicy) || \
+         (has(self.networkPolicy.metricsSources) && size(self.networkPolicy.metricsSources) > 0)",
+    )
+    .message(
+        "spec.networkPolicy.metricsSources must list who may scrape the exporter (such as the \
+         monitoring namespace) when spec.monitoring is on; without one no scraper could reach it",
+    )
+    .field_path(".networkPolicy.metricsSources")
+    .reason(Reason::FieldValueRequired)
 }
 
 /// On `spec.gracefulShutdown`: the grace period outlasts the preStop delay, so the kubelet

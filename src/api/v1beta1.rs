@@ -16,14 +16,16 @@ use serde::{Deserialize, Serialize};
 
 use super::cel;
 
+mod monitoring;
 mod network;
 mod security;
 
+pub use monitoring::{DEFAULT_METRICS_PORT, MonitoringSpec, ServiceMonitorSpec};
 pub use network::{MAX_ALLOWED_SOURCES, NetworkPolicySpec};
 
 pub use security::{
-    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, MAX_AUTH_ENTRIES, TLS_CA_KEY, TLS_CERT_KEY,
-    TLS_KEY_KEY, TlsSpec, TlsStatus,
+    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, IssuerRef, MAX_AUTH_ENTRIES, TLS_CA_KEY,
+    TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec, TlsStatus,
 };
 
 /// Replicas when none are given.
@@ -80,6 +82,8 @@ pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = cel::plaintext_port_is_not_the_client_port())]
+#[x_kube(validation = cel::metrics_port_is_its_own())]
+#[x_kube(validation = cel::metrics_sources_are_listed())]
 pub struct MemcachedSpec {
     /// Number of memcached servers (0 to 64). Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,6 +151,10 @@ pub struct MemcachedSpec {
     /// A NetworkPolicy that lets only the listed sources reach the servers. None when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_policy: Option<NetworkPolicySpec>,
+
+    /// Prometheus metrics of every server, from a memcached_exporter sidecar. Off when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<MonitoringSpec>,
 }
 
 /// How a memcached server stops.

@@ -1,6 +1,8 @@
 //! Brings a Memcached's children to what its plan says: the writes that differ, each by
-//! server-side apply with the operator's field manager, and the removal of a budget or a
-//! NetworkPolicy no longer asked for. A child the caches show as it should be costs no request.
+//! server-side apply with the operator's field manager, and the removal of an optional child
+//! (a budget, a NetworkPolicy, a Certificate, a ServiceMonitor) no longer asked for. A child
+//! the caches show as it should be costs no request. A Certificate or ServiceMonitor asked for
+//! where the cluster does not serve its API is not written, and said so.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -27,6 +29,8 @@ pub struct Applied {
     pub changes: Vec<Change>,
     /// The first write that failed.
     pub failure: Option<Error>,
+    /// The children asked for whose API the cluster does not serve: what to tell the user.
+    pub unavailable: Vec<String>,
 }
 
 /// Brings the children of `owner` to `desired`, at once: they are independent, so a reconcile
@@ -37,11 +41,27 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         service,
         budget,
         network_policy,
+        certificate,
+        service_monitor,
     } = desired;
     let (mut sts_changes, mut svc_changes) = (Vec::new(), Vec::new());
     let (mut pdb_changes, mut policy_changes) = (Vec::new(), Vec::new());
+    let (mut cert_changes, mut monitor_changes) = (Vec::new(), Vec::new());
     let children = &run.children;
-    let (sts, svc, pdb, policy) = futures::join!(
+    let mut unavailable = Vec::new();
+    let certificate = served(
+        certificate,
+        children.certificates.as_ref(),
+        "cert-manager.io/v1",
+        &mut unavailable,
+    );
+    let service_monitor = served(
+        service_monitor,
+        children.service_monitors.as_ref(),
+        "monitoring.coreos.com/v1",
+        &mut unavailable,
+    );
+    let (sts, svc, pdb, policy, cert, monitor) = futures::join!(
         ensure(
             run,
             owner,
@@ -58,18 +78,67 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
             &children.network_policies,
             &mut policy_changes
         ),
+        async {
+            match certificate {
+                Some((desired, cache)) => {
+                    ensure_or_remove(run, owner, desired, cache, &mut cert_changes).await
+                }
+                None => Ok(()),
+            }
+        },
+        async {
+            match service_monitor {
+                Some((desired, cache)) => {
+                    ensure_or_remove(run, owner, desired, cache, &mut monitor_changes).await
+                }
+                None => Ok(()),
+            }
+        },
     );
-    let changes = [sts_changes, svc_changes, pdb_changes, policy_changes].concat();
-    let (statefulset, failure) = match (sts, svc, pdb, policy) {
-        (Ok(sts), Ok(_), Ok(()), Ok(())) => (sts, None),
-        (Err(error), ..) | (_, Err(error), ..) | (.., Err(error), _) | (.., Err(error)) => {
-            (None, Some(error))
-        }
+    let changes = [
+        sts_changes,
+        svc_changes,
+        pdb_changes,
+        policy_changes,
+        cert_changes,
+        monitor_changes,
+    ]
+    .concat();
+    let failure = [svc.map(drop), pdb, policy, cert, monitor]
+        .into_iter()
+        .find_map(Result::err);
+    let (statefulset, failure) = match sts {
+        Ok(sts) => (sts, failure),
+        Err(error) => (None, Some(error)),
     };
     Applied {
         statefulset,
         changes,
         failure,
+        unavailable,
+    }
+}
+
+/// An optional child of a kind another project defines, with the cache of its kind: `None`
+/// when the cluster does not serve `api`, and then, if it is asked for, what to tell the user.
+fn served<'a, K: Child>(
+    desired: Option<K>,
+    cache: Option<&'a Store<K::Cached>>,
+    api: &str,
+    unavailable: &mut Vec<String>,
+) -> Option<(Option<K>, &'a Store<K::Cached>)> {
+    match cache {
+        Some(cache) => Some((desired, cache)),
+        None => {
+            if desired.is_some() {
+                unavailable.push(format!(
+                    "no {} is written: the cluster did not serve {api} when the operator started \
+                     (install it, then restart the operator)",
+                    K::KIND
+                ));
+            }
+            None
+        }
     }
 }
 

@@ -37,7 +37,7 @@ use self::cache::known::KnownChildren;
 use self::cache::status_stand_in::StatusStandIn;
 use self::cache::sweep;
 use self::cache::watches::Children;
-use self::desired::children::Platform;
+use self::desired::children::{self, Platform};
 use self::events::Events;
 use self::metrics::Metrics;
 use self::reconcile::reconcile;
@@ -93,6 +93,8 @@ pub struct Context {
     pub defaults: Defaults,
     /// How pods must run on this cluster.
     pub platform: Platform,
+    /// The APIs of other projects the cluster served when the controller started.
+    pub apis: ServedApis,
     /// Publishes Events.
     pub events: Events,
     /// Reconciliation metrics.
@@ -115,6 +117,7 @@ impl Context {
             client,
             defaults,
             platform,
+            apis: ServedApis::default(),
             metrics,
             failures: Mutex::new(HashMap::new()),
             concurrency: 0,
@@ -143,21 +146,47 @@ pub fn backoff(failures: u32) -> Duration {
         .min(BACKOFF_CAP)
 }
 
-/// Detects OpenShift by its security API group.
-pub async fn detect_platform(client: &Client) -> Platform {
+/// The APIs of other projects whose objects the controller writes, as far as the cluster
+/// serves them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServedApis {
+    /// cert-manager's `cert-manager.io/v1` (Certificates, for `spec.tls.issuerRef`).
+    pub certificates: bool,
+    /// The Prometheus Operator's `monitoring.coreos.com/v1` (ServiceMonitors).
+    pub service_monitors: bool,
+}
+
+/// Looks at the cluster's API groups once: OpenShift by its security API group, and the APIs
+/// of [`ServedApis`]. Objects of an API the cluster does not serve then are not written (the
+/// Memcacheds that ask for them get a warning Event); one installed later is used from the
+/// controller's next start, as controller-runtime's `Owns` of a kind that may be absent is.
+pub async fn discover(client: &Client) -> (Platform, ServedApis) {
     match client.list_api_groups().await {
-        Ok(groups)
-            if groups
+        Ok(groups) => {
+            let serves = |group: &str, version: &str| {
+                groups
+                    .groups
+                    .iter()
+                    .any(|g| g.name == group && g.versions.iter().any(|v| v.version == version))
+            };
+            let platform = if groups
                 .groups
                 .iter()
-                .any(|g| g.name == "security.openshift.io") =>
-        {
-            Platform::OpenShift
+                .any(|g| g.name == "security.openshift.io")
+            {
+                Platform::OpenShift
+            } else {
+                Platform::Kubernetes
+            };
+            let apis = ServedApis {
+                certificates: serves(children::certificate::GROUP, "v1"),
+                service_monitors: serves(children::service_monitor::GROUP, "v1"),
+            };
+            (platform, apis)
         }
-        Ok(_) => Platform::Kubernetes,
         Err(error) => {
-            warn!(%error, "could not list API groups; assuming plain Kubernetes");
-            Platform::Kubernetes
+            warn!(%error, "could not list API groups; assuming plain Kubernetes without cert-manager or the Prometheus Operator");
+            (Platform::Kubernetes, ServedApis::default())
         }
     }
 }
@@ -207,7 +236,7 @@ async fn controller(
     let config = kube::runtime::controller::Config::default().concurrency(context.concurrency);
     let known = Arc::new(KnownChildren::default());
     let stand_in = Arc::new(StatusStandIn::default());
-    let (children, woken) = Children::follow(client.clone(), known.clone());
+    let (children, woken) = Children::follow(client.clone(), known.clone(), context.apis);
     let (memcacheds, changed) = cache::memcacheds(client, stand_in.clone());
     let resync = sweep::sweep(memcacheds.clone(), RESYNC);
     let run = Arc::new(Run {

@@ -1,6 +1,7 @@
 //! Says what a reconcile found and did: the Memcached's status, written when it differs from
 //! the one the cache (or the controller's last write) holds, then one Event for the changes
-//! made, or a warning for a failure or an invalid spec.
+//! made, or a warning for a failure, an invalid spec, or a child whose API the cluster does
+//! not serve.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -33,6 +34,7 @@ pub async fn report(
         statefulset,
         changes,
         failure,
+        unavailable,
     } = applied;
     let statefulset = statefulset.or_else(|| {
         let cached = run
@@ -91,6 +93,14 @@ pub async fn report(
         return Ok(Action::await_change());
     }
     context.clear_failures(object);
+    if !unavailable.is_empty() {
+        // Not a failure: the rest is reconciled. Said once, until something else is said.
+        context
+            .events
+            .warn(object, "APIUnavailable", unavailable.join("; "))
+            .await;
+        return Ok(Action::await_change());
+    }
     context.events.clear(&object.metadata);
     // Looked at again by the sweep (`RESYNC`), or sooner on a change.
     Ok(Action::await_change())

@@ -371,9 +371,11 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         bounded_client(config, args.max_requests_in_flight).map_err(RunError::Client)?;
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     let controller_metrics = controller::metrics::Metrics::register(&mut registry);
-    let platform = controller::detect_platform(&client).await;
+    let (platform, apis) = controller::discover(&client).await;
     info!(
         ?platform,
+        cert_manager = apis.certificates,
+        service_monitors = apis.service_monitors,
         webhooks = args.webhooks,
         leader_elect = args.leader_elect,
         "starting"
@@ -385,6 +387,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         controller_metrics,
     );
     context.concurrency = args.max_concurrent_reconciles;
+    context.apis = apis;
     let context = Arc::new(context);
 
     let tls_settings = cluster::follow(Some(client.clone()), tls_suites()).await;

@@ -10,8 +10,6 @@
 //! checks that the server now presents the file's certificate. It reads only files mounted
 //! into the pod and talks only to its own pod's server: it needs no Kubernetes API access.
 
-mod session;
-
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
@@ -22,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::tls::certs::ServingCert;
 
-pub use session::{Files, SessionError, presented_certificate, refresh};
+use super::session::{Files, SessionError, presented_certificate, refresh};
 
 /// The container name of the sidecar in memcached pods.
 pub const CONTAINER_NAME: &str = "cert-refresher";

@@ -2,7 +2,7 @@
 //! `refresh_certs`. Each exchange is a fresh connection, offering the certificate the caller
 //! read from the files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use thiserror::Error;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -89,25 +89,30 @@ impl Files {
 
     /// The auth file's first credentials, as memcached reads them (`user:password`).
     async fn credentials(&self) -> Result<Option<(String, String)>, SessionError> {
-        let Some(path) = &self.auth_file else {
-            return Ok(None);
-        };
-        let bad = |message: String| SessionError::AuthFile {
-            path: path.clone(),
-            message,
-        };
-        let text = tokio::fs::read_to_string(path)
-            .await
-            .map_err(|error| bad(error.to_string()))?;
-        let line = text
-            .lines()
-            .find(|line| !line.trim().is_empty())
-            .ok_or_else(|| bad("holds no credentials".into()))?;
-        let (user, password) = line
-            .split_once(':')
-            .ok_or_else(|| bad("its first line is not user:password".into()))?;
-        Ok(Some((user.to_string(), password.to_string())))
+        match &self.auth_file {
+            Some(path) => first_credentials(path).await.map(Some),
+            None => Ok(None),
+        }
     }
+}
+
+/// The first credentials of memcached's auth file (`user:password` lines).
+pub async fn first_credentials(path: &Path) -> Result<(String, String), SessionError> {
+    let bad = |message: String| SessionError::AuthFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|error| bad(error.to_string()))?;
+    let line = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .ok_or_else(|| bad("holds no credentials".into()))?;
+    let (user, password) = line
+        .split_once(':')
+        .ok_or_else(|| bad("its first line is not user:password".into()))?;
+    Ok((user.to_string(), password.to_string()))
 }
 
 fn provider() -> CryptoProvider {
@@ -127,36 +132,16 @@ pub async fn presented_certificate(
 /// Sends `refresh_certs` (after the credentials, when there are some) and expects `OK`.
 pub async fn refresh(files: &Files, own: &ServingCert) -> Result<(), SessionError> {
     let (mut stream, _) = connect(files, own).await?;
-    let port = files.port;
-    let failed = |message: String| SessionError::Connection { port, message };
-    let mut exchange = async |command: &'static str, request: String| {
-        stream
-            .get_mut()
-            .write_all(request.as_bytes())
-            .await
-            .map_err(|error| failed(format!("cannot send {command}: {error}")))?;
-        let mut reply = String::new();
-        tokio::time::timeout(TIMEOUT, stream.read_line(&mut reply))
-            .await
-            .map_err(|_| failed(format!("no reply to {command} within {TIMEOUT:?}")))?
-            .map_err(|error| failed(format!("no reply to {command}: {error}")))?;
-        Ok::<_, SessionError>(reply.trim_end().to_string())
-    };
-    if let Some((user, password)) = files.credentials().await? {
-        let data = format!("{user} {password}");
-        let reply = exchange(
-            "authentication",
-            format!("set auth 0 0 {}\r\n{data}\r\n", data.len()),
-        )
-        .await?;
-        if reply != "STORED" {
-            return Err(SessionError::Refused {
-                command: "authentication",
-                reply,
-            });
-        }
+    if let Some(credentials) = files.credentials().await? {
+        authenticate(&mut stream, files.port, &credentials).await?;
     }
-    let reply = exchange("refresh_certs", "refresh_certs\r\n".into()).await?;
+    let reply = exchange(
+        &mut stream,
+        files.port,
+        "refresh_certs",
+        "refresh_certs\r\n",
+    )
+    .await?;
     if reply != "OK" {
         return Err(SessionError::Refused {
             command: "refresh_certs",
@@ -166,12 +151,52 @@ pub async fn refresh(files: &Files, own: &ServingCert) -> Result<(), SessionErro
     Ok(())
 }
 
-type Stream = BufReader<tokio_rustls::client::TlsStream<TcpStream>>;
+/// Authenticates a fresh connection as memcached's ASCII protocol does: a `set` whose data is
+/// `user password`, answered with `STORED`.
+pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut BufReader<S>,
+    port: u16,
+    (user, password): &(String, String),
+) -> Result<(), SessionError> {
+    let data = format!("{user} {password}");
+    let request = format!("set auth 0 0 {}\r\n{data}\r\n", data.len());
+    let reply = exchange(stream, port, "authentication", &request).await?;
+    if reply != "STORED" {
+        return Err(SessionError::Refused {
+            command: "authentication",
+            reply,
+        });
+    }
+    Ok(())
+}
+
+/// Sends one request and reads the one line that answers it.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut BufReader<S>,
+    port: u16,
+    command: &'static str,
+    request: &str,
+) -> Result<String, SessionError> {
+    let failed = |message: String| SessionError::Connection { port, message };
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|error| failed(format!("cannot send {command}: {error}")))?;
+    let mut reply = String::new();
+    tokio::time::timeout(TIMEOUT, stream.read_line(&mut reply))
+        .await
+        .map_err(|_| failed(format!("no reply to {command} within {TIMEOUT:?}")))?
+        .map_err(|error| failed(format!("no reply to {command}: {error}")))?;
+    Ok(reply.trim_end().to_string())
+}
+
+/// A TLS connection to the pod's own server.
+pub type Stream = BufReader<tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// A TLS connection to the server, and the serial of the certificate it presented. The files'
 /// certificate is offered as the client certificate: a server that requires one trusts the CA
 /// that signed its own.
-async fn connect(files: &Files, own: &ServingCert) -> Result<(Stream, String), SessionError> {
+pub async fn connect(files: &Files, own: &ServingCert) -> Result<(Stream, String), SessionError> {
     let port = files.port;
     let failed = |message: String| SessionError::Connection { port, message };
     let provider = Arc::new(provider());

@@ -17,5 +17,6 @@ pub fn defaults() -> Defaults {
     Defaults {
         image: "registry.example/memcached:1.6".to_string(),
         refresher_image: "registry.example/memcached-operator:v1".to_string(),
+        exporter_image: "registry.example/memcached-exporter:v0".to_string(),
     }
 }

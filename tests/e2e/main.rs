@@ -17,6 +17,7 @@ mod controller;
 mod drills;
 mod metrics;
 mod network_policy;
+mod optional_children;
 mod renewal;
 mod resilience;
 mod tls_profile;
@@ -43,6 +44,7 @@ fn main() {
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
         controller::the_controllers_caches_hold_no_write_history,
         network_policy::a_network_policy_follows_the_sources_asked_for_and_goes_when_no_longer_asked_for,
+        optional_children::certificates_and_service_monitors_are_written_where_their_apis_are_served,
         metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,
         metrics::a_scrape_with_a_cached_authorization_makes_no_api_call,
         tls_profile::the_cluster_tls_profile_reaches_new_connections_without_a_failed_request,

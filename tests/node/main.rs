@@ -2,7 +2,8 @@
 //! operator from the image built from the shipped Dockerfile, and enforce what the Deployment
 //! asks of its containers; the node keeps pod traffic on this machine; and memcached's servers
 //! answer by the names `status.servers` gives, through the cluster's DNS, and refuse the
-//! clients TLS, client certificates and credentials keep out; and scorecard's six
+//! clients TLS, client certificates and credentials keep out; their exporter reports what the
+//! clients did; and scorecard's six
 //! tests pass on the shipped bundle, run in pods as certification runs them.
 //!
 //! One environment serves every scenario (`testkit::scenarios`): a control plane with a real
@@ -15,6 +16,7 @@ mod cluster;
 mod confinement;
 mod controls;
 mod dns;
+mod metrics;
 mod network;
 mod rotation;
 mod scorecard;
@@ -31,6 +33,7 @@ fn main() {
         dns::memcached_answers_by_the_names_in_its_status_through_cluster_dns,
         secured::tls_client_certificates_and_credentials_are_required_of_every_client,
         secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
+        metrics::the_exporter_reports_what_clients_did_with_tls_and_authentication_on,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,
         scorecard::scorecard_passes_every_test_of_the_shipped_configuration,

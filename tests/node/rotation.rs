@@ -1,7 +1,8 @@
 //! A certificate renewed by cert-manager reaches every memcached server without a restart and
 //! without losing an item: the servers of a two-server Memcached take their certificate from
-//! a cert-manager Certificate's Secret; items are set, a client loop sets and reads items over
-//! fresh TLS connections throughout, and the Certificate is renewed. The kubelet brings the
+//! the cert-manager Certificate the operator writes for `spec.tls.issuerRef` (a CA issuer);
+//! items are set, a client loop sets and reads items over fresh TLS connections throughout,
+//! and the Certificate is renewed. The kubelet brings the
 //! new files into the pods, the certificate refresher beside each server sends it
 //! `refresh_certs`, and every server then presents the new serial: with the same memcached
 //! processes (container restart counts and process start times), and every item still there.
@@ -30,7 +31,31 @@ const ROTATION_LIMIT: Duration = Duration::from_secs(240);
 
 pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(env: Arc<Env>) {
     let namespace = env.create_namespace("rotation").await;
-    issue_certificate(&env, &namespace).await;
+    create_ca_issuer(&env, &namespace).await;
+    let spec = json!({
+        "replicas": 2,
+        "memcached": { "memoryLimitMB": 16 },
+        "resources": { "limits": { "memory": "64Mi" } },
+        "tls": { "secretName": "cache-tls", "issuerRef": { "name": "cache-ca" } },
+    });
+    let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
+    let certificates = testkit::certificates::certificates(&env.client, &namespace);
+    let certificate = eventually(
+        "the operator writes the Certificate cache",
+        WAIT,
+        || async { certificates.get_opt("cache").await.ok().flatten() },
+    )
+    .await;
+    let owner = memcacheds.get("cache").await.expect("the Memcached");
+    assert_eq!(
+        certificate
+            .metadata
+            .owner_references
+            .as_ref()
+            .map(|o| o[0].uid.clone()),
+        owner.metadata.uid,
+        "the Memcached owns its Certificate"
+    );
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &namespace);
     let first = eventually("cert-manager issues cache-tls", WAIT, || async {
         let secret = secrets.get("cache-tls").await.ok()?;
@@ -42,13 +67,6 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         let data = secret.data.unwrap_or_default();
         String::from_utf8(data["ca.crt"].0.clone()).expect("a PEM CA")
     };
-    let spec = json!({
-        "replicas": 2,
-        "memcached": { "memoryLimitMB": 16 },
-        "resources": { "limits": { "memory": "64Mi" } },
-        "tls": { "secretName": "cache-tls" },
-    });
-    let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
     eventually("both servers ready", WAIT, || async {
         let object = memcacheds.get("cache").await.ok()?;
         (object.data["status"]["readyReplicas"] == json!(2)).then_some(())
@@ -114,11 +132,10 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         })
     };
 
-    let certificates = testkit::certificates::certificates(&env.client, &namespace);
     let triggered = Instant::now();
-    testkit::certificates::renew(&certificates, "cache-tls")
+    testkit::certificates::renew(&certificates, "cache")
         .await
-        .expect("cert-manager is asked to renew cache-tls");
+        .expect("cert-manager is asked to renew the Certificate cache");
     let renewed = eventually("cert-manager renews cache-tls", WAIT, || async {
         let secret = secrets.get("cache-tls").await.ok()?;
         leaf_serial(&secret).filter(|serial| *serial != first)
@@ -174,9 +191,9 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
     assert_eq!(after, before, "no memcached restarted");
 }
 
-/// A self-signed issuer, a CA Certificate from it, a CA issuer of that CA, and the servers'
-/// Certificate `cache-tls` from the CA issuer (so a renewal keeps the CA and changes the leaf).
-async fn issue_certificate(env: &Env, namespace: &str) {
+/// A self-signed issuer, a CA Certificate from it, and the CA issuer `cache-ca` of that CA, which
+/// the Memcached names (so a renewal keeps the CA and changes the leaf).
+async fn create_ca_issuer(env: &Env, namespace: &str) {
     let issuers: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
         namespace,
@@ -221,20 +238,6 @@ async fn issue_certificate(env: &Env, namespace: &str) {
             "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
             "metadata": { "name": "cache-ca" },
             "spec": { "ca": { "secretName": "cache-ca" } },
-        }),
-    )
-    .await;
-    create(
-        &certificates,
-        json!({
-            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-            "metadata": { "name": "cache-tls" },
-            "spec": {
-                "secretName": "cache-tls",
-                "dnsNames": [format!("*.cache.{namespace}.svc")],
-                "privateKey": { "algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always" },
-                "issuerRef": { "name": "cache-ca", "kind": "Issuer" },
-            },
         }),
     )
     .await;

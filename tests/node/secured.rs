@@ -213,7 +213,7 @@ pub async fn tls_alone_serves_tls_clients_and_refuses_plaintext(env: Arc<Env>) {
 }
 
 /// The Secret data of a TLS Secret: the serving certificate, its key, and the CA.
-fn tls_data(server: &Leaf, ca: &Ca) -> BTreeMap<&'static str, String> {
+pub fn tls_data(server: &Leaf, ca: &Ca) -> BTreeMap<&'static str, String> {
     BTreeMap::from([
         ("tls.crt", server.cert_pem.clone()),
         ("tls.key", server.key_pem.clone()),
@@ -221,7 +221,7 @@ fn tls_data(server: &Leaf, ca: &Ca) -> BTreeMap<&'static str, String> {
     ])
 }
 
-async fn create_secret(
+pub async fn create_secret(
     env: &Env,
     namespace: &str,
     name: &str,
@@ -247,7 +247,7 @@ async fn create_secret(
 
 /// Creates a Memcached of one small server with `extra` merged into its spec, and waits for
 /// its server to be ready and its status to say so; returns the status.
-async fn create_and_wait(env: &Env, namespace: &str, name: &str, extra: Value) -> Value {
+pub async fn create_and_wait(env: &Env, namespace: &str, name: &str, extra: Value) -> Value {
     let mut spec = json!({
         "replicas": 1,
         "memcached": { "memoryLimitMB": 16 },
@@ -268,7 +268,7 @@ async fn create_and_wait(env: &Env, namespace: &str, name: &str, extra: Value) -
     .await
 }
 
-async fn pod(env: &Env, namespace: &str, name: &str) -> Pod {
+pub async fn pod(env: &Env, namespace: &str, name: &str) -> Pod {
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), namespace);
     pods.get(name)
         .await

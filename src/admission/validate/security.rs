@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::{Violation, Warnings, check_image};
 use crate::api::v1beta1::{
-    DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
+    ClientAuth, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
 };
 
 /// The longest Secret name.
@@ -41,6 +41,31 @@ pub(super) fn check(
             "tls.crt and tls.key",
             violations,
         );
+        let service_ca = tls.openshift_service_ca == Some(true);
+        if let Some(issuer) = &tls.issuer_ref {
+            if service_ca {
+                violations.push(Violation::new(
+                    "spec.tls.openShiftServiceCA",
+                    "spec.tls.issuerRef already issues the certificate; choose one of the two",
+                ));
+            }
+            if issuer.name.is_empty() || issuer.name.len() > MAX_SECRET_NAME {
+                violations.push(Violation::new(
+                    "spec.tls.issuerRef.name",
+                    format!(
+                        "{:?} is not an issuer's name (1 to {MAX_SECRET_NAME} characters)",
+                        issuer.name
+                    ),
+                ));
+            }
+        }
+        if service_ca && tls.client_auth.unwrap_or_default() != ClientAuth::None {
+            violations.push(Violation::new(
+                "spec.tls.clientAuth",
+                "must be None with openShiftServiceCA: the service CA writes no ca.crt to verify \
+                 client certificates against",
+            ));
+        }
         let client_port = spec
             .service
             .as_ref()

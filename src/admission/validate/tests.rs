@@ -89,6 +89,86 @@ fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
             true,
         ),
         (
+            "two issuers of the certificate",
+            with(|s| {
+                s.tls = Some(crate::api::v1beta1::TlsSpec {
+                    secret_name: Some("cache-tls".into()),
+                    issuer_ref: Some(crate::api::v1beta1::IssuerRef {
+                        name: "ca".into(),
+                        kind: None,
+                        group: None,
+                    }),
+                    openshift_service_ca: Some(true),
+                    ..Default::default()
+                });
+            }),
+            "spec.tls.openShiftServiceCA",
+            true,
+        ),
+        (
+            "client certificates without a CA from the service CA",
+            with(|s| {
+                s.tls = Some(crate::api::v1beta1::TlsSpec {
+                    secret_name: Some("cache-tls".into()),
+                    openshift_service_ca: Some(true),
+                    client_auth: Some(crate::api::v1beta1::ClientAuth::Require),
+                    ..Default::default()
+                });
+            }),
+            "spec.tls.clientAuth",
+            true,
+        ),
+        (
+            "a scrape interval that is no duration",
+            with(|s| {
+                s.monitoring = Some(crate::api::v1beta1::MonitoringSpec {
+                    service_monitor: Some(crate::api::v1beta1::ServiceMonitorSpec {
+                        interval: Some("30 seconds".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }),
+            "spec.monitoring.serviceMonitor.interval",
+            false,
+        ),
+        (
+            "metrics port on the client port",
+            with(|s| {
+                s.monitoring = Some(crate::api::v1beta1::MonitoringSpec {
+                    port: Some(11211),
+                    ..Default::default()
+                });
+            }),
+            "spec.monitoring.port",
+            true,
+        ),
+        (
+            "metrics port on the plaintext port",
+            with(|s| {
+                s.tls = Some(crate::api::v1beta1::TlsSpec {
+                    secret_name: Some("cache-tls".into()),
+                    plaintext_port: Some(9150),
+                    ..Default::default()
+                });
+                s.monitoring = Some(crate::api::v1beta1::MonitoringSpec::default());
+            }),
+            "spec.monitoring.port",
+            true,
+        ),
+        (
+            "monitoring behind a network policy that names no scraper",
+            with(|s| {
+                s.network_policy = Some(crate::api::v1beta1::NetworkPolicySpec {
+                    allowed_sources: Some(vec![Default::default()]),
+                    metrics_sources: None,
+                });
+                s.monitoring = Some(crate::api::v1beta1::MonitoringSpec::default());
+            }),
+            "spec.networkPolicy.metricsSources",
+            true,
+        ),
+        (
             "grace period within the preStop delay",
             with(|s| {
                 s.graceful_shutdown = Some(crate::api::v1beta1::GracefulShutdownSpec {

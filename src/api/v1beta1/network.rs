@@ -22,4 +22,11 @@ pub struct NetworkPolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub allowed_sources: Option<Vec<NetworkPolicyPeer>>,
+
+    /// Who may reach the exporter's metrics port when `spec.monitoring` is on, such as the
+    /// monitoring namespace's Prometheus (1 to 32); required then. memcached's own ports stay
+    /// closed to them unless they are in `allowedSources` too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub metrics_sources: Option<Vec<NetworkPolicyPeer>>,
 }

@@ -22,12 +22,15 @@ pub const MAX_AUTH_ENTRIES: usize = 8;
 /// TLS on memcached's client port (`--enable-ssl`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = cel::tls_secret_is_named())]
+#[x_kube(validation = cel::one_certificate_source())]
+#[x_kube(validation = cel::service_ca_has_no_client_ca())]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
     /// The Secret in the Memcached's namespace that holds the server's certificate chain
     /// (`tls.crt`) and private key (`tls.key`), such as a `kubernetes.io/tls` Secret or the one a
     /// cert-manager Certificate writes; with `clientAuth`, also the CA (`ca.crt`) that client
-    /// certificates must be signed by. Required.
+    /// certificates must be signed by. With `issuerRef` or `openShiftServiceCA`, the Secret
+    /// the certificate is issued into. Required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
     pub secret_name: Option<String>,
@@ -51,6 +54,42 @@ pub struct TlsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
     pub refresher_image: Option<String>,
+
+    /// A cert-manager issuer that issues the certificate: the operator then keeps a
+    /// cert-manager Certificate `<name>` for every server's names, written into `secretName`
+    /// and renewed by cert-manager. Needs cert-manager's API (`cert-manager.io/v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer_ref: Option<IssuerRef>,
+
+    /// On OpenShift, the service CA issues the certificate into `secretName`: the operator
+    /// annotates the Service with `service.beta.openshift.io/serving-cert-secret-name`. The
+    /// service CA writes no `ca.crt`, so `clientAuth` must stay `None`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "openShiftServiceCA"
+    )]
+    pub openshift_service_ca: Option<bool>,
+}
+
+/// The cert-manager issuer of the servers' certificate.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuerRef {
+    /// The issuer's name. Required.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+
+    /// `Issuer` (in the Memcached's namespace) or `ClusterIssuer`, or an external issuer's
+    /// kind. Defaults to `Issuer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: Option<String>,
+
+    /// The issuer's API group. Defaults to `cert-manager.io`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub group: Option<String>,
 }
 
 /// Whether TLS clients present certificates.

@@ -25,6 +25,8 @@ use kube::api::PartialObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::v1beta1::Memcached;
+use crate::controller::desired::children::certificate::Certificate;
+use crate::controller::desired::children::service_monitor::ServiceMonitor;
 use crate::controller::field_owners;
 use crate::operator;
 
@@ -140,12 +142,23 @@ pub fn kept_metadata(metadata: ObjectMeta) -> ObjectMeta {
 /// Implements k8s-openapi's resource traits for `$compact` as those of `$kind`.
 macro_rules! same_resource_as {
     ($compact:ty, $kind:ty) => {
+        same_resource_as!(
+            $compact,
+            <$kind as Resource>::GROUP,
+            <$kind as Resource>::VERSION,
+            <$kind as Resource>::API_VERSION,
+            <$kind as Resource>::KIND,
+            <$kind as Resource>::URL_PATH_SEGMENT
+        );
+    };
+    // A kind some other project defines (kube's derive gives it kube's `Resource` only).
+    ($compact:ty, $group:expr, $version:expr, $api_version:expr, $kind:expr, $plural:expr) => {
         impl Resource for $compact {
-            const API_VERSION: &'static str = <$kind as Resource>::API_VERSION;
-            const GROUP: &'static str = <$kind as Resource>::GROUP;
-            const KIND: &'static str = <$kind as Resource>::KIND;
-            const VERSION: &'static str = <$kind as Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str = <$kind as Resource>::URL_PATH_SEGMENT;
+            const API_VERSION: &'static str = $api_version;
+            const GROUP: &'static str = $group;
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = $version;
+            const URL_PATH_SEGMENT: &'static str = $plural;
             type Scope = NamespaceResourceScope;
         }
 
@@ -266,6 +279,21 @@ same_resource_as!(CachedPod, Pod);
 /// the object's metadata (a metadata-only watch's objects, or an apply's answer).
 macro_rules! metadata_kept_of {
     ($cached:ident, $kind:ty) => {
+        metadata_kept_of!(@kept $cached, $kind);
+        same_resource_as!($cached, $kind);
+    };
+    ($cached:ident, $kind:ty, $group:literal, $version:literal, $kind_name:literal, $plural:literal) => {
+        metadata_kept_of!(@kept $cached, $kind);
+        same_resource_as!(
+            $cached,
+            $group,
+            $version,
+            concat!($group, "/", $version),
+            $kind_name,
+            $plural
+        );
+    };
+    (@kept $cached:ident, $kind:ty) => {
         #[doc = concat!("A ", stringify!($kind), " as the cache keeps it: metadata and marks.")]
         #[derive(Clone, Debug, Default, PartialEq, Serialize)]
         pub struct $cached {
@@ -275,8 +303,6 @@ macro_rules! metadata_kept_of {
             #[serde(skip)]
             pub marks: Marks,
         }
-
-        same_resource_as!($cached, $kind);
 
         impl From<ObjectMeta> for $cached {
             fn from(metadata: ObjectMeta) -> Self {
@@ -304,6 +330,22 @@ macro_rules! metadata_kept_of {
 metadata_kept_of!(CachedService, Service);
 metadata_kept_of!(CachedBudget, PodDisruptionBudget);
 metadata_kept_of!(CachedNetworkPolicy, NetworkPolicy);
+metadata_kept_of!(
+    CachedCertificate,
+    Certificate,
+    "cert-manager.io",
+    "v1",
+    "Certificate",
+    "certificates"
+);
+metadata_kept_of!(
+    CachedServiceMonitor,
+    ServiceMonitor,
+    "monitoring.coreos.com",
+    "v1",
+    "ServiceMonitor",
+    "servicemonitors"
+);
 
 #[cfg(test)]
 mod tests {

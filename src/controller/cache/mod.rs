@@ -15,10 +15,13 @@
 //!   ([`drift::APPLIED_HASH_ANNOTATION`]) only their [`Marks`]; and of the status the three
 //!   fields status reads (`replicas`, `updatedReplicas`, `observedGeneration`). No spec: the
 //!   hash says what was applied, the generation says whether anyone changed the spec since.
-//! - **Service, PodDisruptionBudget** (metadata-only watches of the ones labelled as ours: the
-//!   API server sends `PartialObjectMetadata`): the same metadata and marks. A Service has no
-//!   generation, so its resourceVersion stands for its spec version (nothing else writes a
-//!   headless Service); a budget's generation does.
+//! - **Service, PodDisruptionBudget, NetworkPolicy, Certificate, ServiceMonitor**
+//!   (metadata-only watches of the ones labelled as ours: the API server sends
+//!   `PartialObjectMetadata`): the same metadata and marks. A Service has no generation, so its
+//!   resourceVersion stands for its spec version (nothing else writes a headless Service); the
+//!   others' generation does. Certificates and ServiceMonitors are watched only where the
+//!   cluster serves their API (`cert-manager.io/v1`, `monitoring.coreos.com/v1`) when the
+//!   controller starts.
 //! - **Pod** (a full watch of the ones labelled as ours): name, namespace, the
 //!   `app.kubernetes.io/instance` label (whose Memcached it is), the deletion timestamp and the
 //!   Ready condition's status. That is all `status.servers` needs.
@@ -64,11 +67,15 @@ use serde::de::DeserializeOwned;
 
 #[cfg(doc)]
 use self::compact::Marks;
-pub use self::compact::{CachedBudget, CachedNetworkPolicy, CachedService};
+pub use self::compact::{
+    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedService, CachedServiceMonitor,
+};
 use self::compact::{CachedPod, CachedStatefulSet, Conditions, Marked, hash64};
 use self::known::KnownChildren;
 use self::status_stand_in::StatusStandIn;
 use crate::api::v1beta1::Memcached;
+use crate::controller::desired::children::certificate::Certificate;
+use crate::controller::desired::children::service_monitor::ServiceMonitor;
 use crate::operator;
 
 /// The annotation `kubectl apply` (client-side) writes: a copy of the whole applied object.
@@ -134,6 +141,8 @@ macro_rules! generation_child {
 
 generation_child!(PodDisruptionBudget, CachedBudget);
 generation_child!(NetworkPolicy, CachedNetworkPolicy);
+generation_child!(Certificate, CachedCertificate);
+generation_child!(ServiceMonitor, CachedServiceMonitor);
 
 /// Removes what records how an object was written rather than what it is: the managed fields
 /// and the last-applied annotation (the annotations disappear if that was the only one).
@@ -319,6 +328,25 @@ pub fn network_policies(
 ) -> (Store<CachedNetworkPolicy>, Objects<CachedNetworkPolicy>) {
     let events = metadata_only::<NetworkPolicy, CachedNetworkPolicy>(client);
     children::<NetworkPolicy>(events, known, |old, new| !unchanged(old, new))
+}
+
+/// The operator's cert-manager Certificates, metadata only; a change of what is kept (not
+/// cert-manager's status updates) wakes the owner.
+pub fn certificates(
+    client: Client,
+    known: Arc<KnownChildren>,
+) -> (Store<CachedCertificate>, Objects<CachedCertificate>) {
+    let events = metadata_only::<Certificate, CachedCertificate>(client);
+    children::<Certificate>(events, known, |old, new| !unchanged(old, new))
+}
+
+/// The operator's ServiceMonitors, metadata only; a change of what is kept wakes the owner.
+pub fn service_monitors(
+    client: Client,
+    known: Arc<KnownChildren>,
+) -> (Store<CachedServiceMonitor>, Objects<CachedServiceMonitor>) {
+    let events = metadata_only::<ServiceMonitor, CachedServiceMonitor>(client);
+    children::<ServiceMonitor>(events, known, |old, new| !unchanged(old, new))
 }
 
 /// The pods of the operator's StatefulSets, reduced by [`reduce_pod`]; a pod that appears,

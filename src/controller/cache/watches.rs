@@ -21,11 +21,13 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::compact::{
-    CachedBudget, CachedNetworkPolicy, CachedPod, CachedService, CachedStatefulSet, Marked,
+    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedPod, CachedService,
+    CachedServiceMonitor, CachedStatefulSet, Marked,
 };
 use super::known::KnownChildren;
 use super::{self as cache, Objects};
 use crate::api::v1beta1::Memcached;
+use crate::controller::ServedApis;
 
 /// How long the controller waits for the children's caches before it says which one is not
 /// listed yet (and again each time that long passes).
@@ -41,6 +43,12 @@ pub struct Children {
     pub budgets: Store<CachedBudget>,
     /// NetworkPolicies, metadata only.
     pub network_policies: Store<CachedNetworkPolicy>,
+    /// cert-manager Certificates, metadata only; `None` where `cert-manager.io/v1` was not
+    /// served when the controller started.
+    pub certificates: Option<Store<CachedCertificate>>,
+    /// ServiceMonitors, metadata only; `None` where `monitoring.coreos.com/v1` was not served
+    /// when the controller started.
+    pub service_monitors: Option<Store<CachedServiceMonitor>>,
     /// Pods, reduced by [`cache::reduce_pod`].
     pub pods: Store<CachedPod>,
     task: JoinHandle<()>,
@@ -56,26 +64,41 @@ impl Drop for Children {
 pub type Woken = mpsc::UnboundedReceiver<ObjectRef<Memcached>>;
 
 impl Children {
-    /// Starts the watches of every kind of child; returns their caches and the names of the
-    /// Memcacheds whose children changed.
+    /// Starts the watches of every kind of child the cluster serves (`apis`: the kinds others
+    /// define); returns their caches and the names of the Memcacheds whose children changed.
     /// Deletions and relists make `known` forget the children concerned.
-    pub fn follow(client: Client, known: Arc<KnownChildren>) -> (Self, Woken) {
+    pub fn follow(client: Client, known: Arc<KnownChildren>, apis: ServedApis) -> (Self, Woken) {
         let (statefulsets, statefulsets_touched) =
             cache::statefulsets(client.clone(), known.clone());
         let (services, services_touched) = cache::services(client.clone(), known.clone());
         let (budgets, budgets_touched) = cache::budgets(client.clone(), known.clone());
         let (network_policies, network_policies_touched) =
-            cache::network_policies(client.clone(), known);
+            cache::network_policies(client.clone(), known.clone());
+        let mut optional = Vec::new();
+        let certificates = apis.certificates.then(|| {
+            let (store, touched) = cache::certificates(client.clone(), known.clone());
+            optional.push(owners("Certificates", touched, |c| owner_of(&c)));
+            store
+        });
+        let service_monitors = apis.service_monitors.then(|| {
+            let (store, touched) = cache::service_monitors(client.clone(), known);
+            optional.push(owners("ServiceMonitors", touched, |m| owner_of(&m)));
+            store
+        });
         let (pods, pods_changed) = cache::pods(client);
-        let owners = stream::select_all([
-            owners("StatefulSets", statefulsets_touched, |s| owner_of(&s)),
-            owners("Services", services_touched, |s| owner_of(&s)),
-            owners("PodDisruptionBudgets", budgets_touched, |b| owner_of(&b)),
-            owners("NetworkPolicies", network_policies_touched, |n| {
-                owner_of(&n)
-            }),
-            owners("Pods", pods_changed, |pod| cache::owner_of_pod(&pod)),
-        ]);
+        let owners = stream::select_all(
+            [
+                owners("StatefulSets", statefulsets_touched, |s| owner_of(&s)),
+                owners("Services", services_touched, |s| owner_of(&s)),
+                owners("PodDisruptionBudgets", budgets_touched, |b| owner_of(&b)),
+                owners("NetworkPolicies", network_policies_touched, |n| {
+                    owner_of(&n)
+                }),
+                owners("Pods", pods_changed, |pod| cache::owner_of_pod(&pod)),
+            ]
+            .into_iter()
+            .chain(optional),
+        );
         let (wake, woken) = mpsc::unbounded();
         let task = tokio::spawn(owners.for_each(move |owner| {
             // The controller is gone only when this task is about to be aborted.
@@ -87,6 +110,8 @@ impl Children {
             services,
             budgets,
             network_policies,
+            certificates,
+            service_monitors,
             pods,
             task,
         };
@@ -113,6 +138,18 @@ impl Children {
                 "NetworkPolicies",
                 listed(self.network_policies.wait_until_ready().now_or_never()),
             ),
+            (
+                "Certificates",
+                self.certificates
+                    .as_ref()
+                    .is_none_or(|s| listed(s.wait_until_ready().now_or_never())),
+            ),
+            (
+                "ServiceMonitors",
+                self.service_monitors
+                    .as_ref()
+                    .is_none_or(|s| listed(s.wait_until_ready().now_or_never())),
+            ),
             ("Pods", listed(self.pods.wait_until_ready().now_or_never())),
         ]
         .into_iter()
@@ -128,6 +165,16 @@ impl Children {
             self.budgets.wait_until_ready(),
             self.network_policies.wait_until_ready(),
             self.pods.wait_until_ready(),
+            async {
+                if let Some(store) = &self.certificates {
+                    let _ = store.wait_until_ready().await;
+                }
+            },
+            async {
+                if let Some(store) = &self.service_monitors {
+                    let _ = store.wait_until_ready().await;
+                }
+            },
         );
     }
 

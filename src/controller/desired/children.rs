@@ -3,8 +3,10 @@
 //!
 //! Pure functions of a Memcached whose spec has been defaulted; they never talk to the API
 //! server. What secures the clients (TLS, authentication) is in [`security`]; how a server
-//! stops and restarts (preStop, grace period, memory file) is in [`lifecycle`]. Every child carries the `app.kubernetes.io/*` labels and a controller owner
-//! reference (with blockOwnerDeletion), so deleting the Memcached deletes them.
+//! stops and restarts (preStop, grace period, memory file) is in [`lifecycle`]; its metrics
+//! (the exporter and its relay) are in [`monitoring`]. Every child carries the
+//! `app.kubernetes.io/*` labels and a controller owner reference (with blockOwnerDeletion), so
+//! deleting the Memcached deletes them.
 
 use std::collections::BTreeMap;
 
@@ -29,9 +31,12 @@ use crate::api::v1beta1::{
 };
 use crate::operator;
 
+pub mod certificate;
 pub mod lifecycle;
+pub mod monitoring;
 pub mod network;
 pub mod security;
+pub mod service_monitor;
 
 /// The memcached container's name.
 pub const CONTAINER_NAME: &str = "memcached";
@@ -97,6 +102,22 @@ fn metadata(memcached: &Memcached) -> ObjectMeta {
         }),
         ..ObjectMeta::default()
     }
+}
+
+/// The names a server certificate covers: the Service's, and every server's under it
+/// (`NAME-i.NAME.NS.svc`), short and fully qualified.
+pub fn secured_names(memcached: &Memcached) -> Vec<String> {
+    let name = memcached.name_any();
+    let namespace = memcached.namespace().unwrap_or_default();
+    let service = format!("{name}.{namespace}.svc");
+    vec![
+        name.clone(),
+        format!("{name}.{namespace}"),
+        service.clone(),
+        format!("*.{service}"),
+        format!("{service}.cluster.local"),
+        format!("*.{service}.cluster.local"),
+    ]
 }
 
 /// The client port.
@@ -246,6 +267,10 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
     let (mut volumes, mut mounts) = security::volumes(memcached);
     let secrets = !volumes.is_empty();
     let refresher = security::refresher(memcached, port(memcached), &mounts, restricted());
+    let (monitors, monitor_volumes) =
+        monitoring::sidecars(memcached, port(memcached), &mounts, restricted());
+    volumes.extend(monitor_volumes);
+    let sidecars: Vec<Container> = refresher.into_iter().chain(monitors).collect();
     if let Some((volume, mount)) = lifecycle::volume(memcached) {
         volumes.push(volume);
         mounts.push(mount);
@@ -280,7 +305,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    init_containers: refresher.map(|refresher| vec![refresher]),
+                    init_containers: (!sidecars.is_empty()).then_some(sidecars),
                     containers: vec![container],
                     affinity: if user_scheduling {
                         spec.affinity.clone()
@@ -322,15 +347,28 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
     }
 }
 
-/// The headless Service `<name>`: a DNS record per server, `<name>-<i>.<name>.<ns>.svc`.
+/// The headless Service `<name>`: a DNS record per server, `<name>-<i>.<name>.<ns>.svc`. With
+/// `spec.tls.openShiftServiceCA`, annotated for OpenShift's service CA to issue the servers'
+/// certificate into the TLS Secret.
 pub fn desired_service(memcached: &Memcached) -> Service {
+    let mut metadata = metadata(memcached);
+    if let Some(secret) = security::service_ca_secret(memcached) {
+        metadata.annotations = Some(BTreeMap::from([(
+            security::SERVICE_CA_ANNOTATION.to_string(),
+            secret,
+        )]));
+    }
     Service {
-        metadata: metadata(memcached),
+        metadata,
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             selector: Some(selector_labels(memcached)),
             ports: Some(
                 named_ports(memcached)
+                    .chain(
+                        monitoring::metrics_port(memcached)
+                            .map(|port| (monitoring::METRICS_PORT_NAME, port)),
+                    )
                     .map(|(name, port)| ServicePort {
                         name: Some(name.into()),
                         port,

@@ -3,8 +3,8 @@
 //!
 //! - [`plan`]: the effective (defaulted) Memcached and, unless its spec breaks the admission
 //!   rules, its desired children;
-//! - `children`: the desired StatefulSet, headless Service, PodDisruptionBudget and
-//!   NetworkPolicy;
+//! - `children`: the desired StatefulSet, headless Service, PodDisruptionBudget, NetworkPolicy,
+//!   cert-manager Certificate and ServiceMonitor;
 //! - `status`: the status and its conditions, from what the children report;
 //! - `drift`: whether a cached child needs a write, or a field-by-field comparison.
 
@@ -17,7 +17,9 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
+use self::children::certificate::{Certificate, desired_certificate};
 use self::children::network::desired_network_policy;
+use self::children::service_monitor::{ServiceMonitor, desired_service_monitor};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use crate::admission::{Defaults, default_spec, validate_create};
 use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached, MemcachedStatus};
@@ -43,6 +45,10 @@ pub struct DesiredChildren {
     pub budget: Option<PodDisruptionBudget>,
     /// Its NetworkPolicy; `None` when `spec.networkPolicy` asks for none.
     pub network_policy: Option<NetworkPolicy>,
+    /// Its cert-manager Certificate; `None` when `spec.tls.issuerRef` asks for none.
+    pub certificate: Option<Certificate>,
+    /// Its ServiceMonitor; `None` when `spec.monitoring.serviceMonitor` asks for none.
+    pub service_monitor: Option<ServiceMonitor>,
 }
 
 /// The number of memcached servers `effective` asks for.
@@ -75,6 +81,8 @@ pub fn plan(
             service: desired_service(&effective),
             budget: desired_pdb(&effective),
             network_policy: desired_network_policy(&effective),
+            certificate: desired_certificate(&effective),
+            service_monitor: desired_service_monitor(&effective),
         }),
         Err(denial) => Err(denial.message),
     };

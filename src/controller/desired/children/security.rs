@@ -5,16 +5,14 @@
 //! memcached reads them at start (and its certificate again on `refresh_certs`, its auth file
 //! again on SIGHUP). The operator itself never reads them.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{
-    Container, ResourceRequirements, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Container, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::monitoring::small_resources;
 use crate::api::v1beta1::{AUTH_FILE_KEY, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::operator;
-use crate::refresher;
+use crate::sidecar::refresher;
 
 /// The name of the plaintext port beside TLS, on the container and the Service.
 pub const PLAINTEXT_PORT_NAME: &str = "memcache-plain";
@@ -25,17 +23,30 @@ pub const AUTH_DIR: &str = "/etc/memcached/auth";
 /// The mode of the mounted Secrets' files: readable by their group (the pod's fsGroup) only.
 pub const SECRET_FILE_MODE: i32 = 0o440;
 
-/// The certificate refresher's memory request and limit.
+/// The memory request and limit of the sidecars from the operator's image.
 pub const REFRESHER_MEMORY: &str = "32Mi";
-/// The certificate refresher's CPU request.
+/// The CPU request of the sidecars from the operator's image.
 pub const REFRESHER_CPU: &str = "5m";
 
 const TLS_VOLUME: &str = "tls";
 const AUTH_VOLUME: &str = "auth";
 
-/// The auth file's path in the memcached container (and the refresher's).
-fn auth_file() -> String {
+/// The auth file's path in the memcached container (and the sidecars').
+pub fn auth_file() -> String {
     format!("{AUTH_DIR}/{AUTH_FILE_KEY}")
+}
+
+/// The Service annotation that asks OpenShift's service CA for a serving certificate, written
+/// into the Secret it names.
+pub const SERVICE_CA_ANNOTATION: &str = "service.beta.openshift.io/serving-cert-secret-name";
+
+/// The Secret OpenShift's service CA is to issue the certificate into, when asked to.
+pub fn service_ca_secret(memcached: &Memcached) -> Option<String> {
+    let tls = memcached.spec.tls.as_ref()?;
+    if tls.openshift_service_ca != Some(true) {
+        return None;
+    }
+    tls.secret_name.clone()
 }
 
 /// The plaintext port served beside TLS, if any.
@@ -90,21 +101,13 @@ pub fn refresher(
     if memcached.spec.auth.is_some() {
         args.push(format!("--auth-file={}", auth_file()));
     }
-    let memory = Quantity(REFRESHER_MEMORY.into());
     Some(Container {
         name: refresher::CONTAINER_NAME.into(),
         image: tls.refresher_image.clone(),
         command: Some(vec![operator::BINARY_PATH.into()]),
         args: Some(args),
         restart_policy: Some("Always".into()),
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), Quantity(REFRESHER_CPU.into())),
-                ("memory".to_string(), memory.clone()),
-            ])),
-            limits: Some(BTreeMap::from([("memory".to_string(), memory)])),
-            ..ResourceRequirements::default()
-        }),
+        resources: Some(small_resources(REFRESHER_CPU, REFRESHER_MEMORY)),
         volume_mounts: Some(mounts.to_vec()),
         security_context: Some(security),
         ..Container::default()

@@ -1,0 +1,70 @@
+//! Declares the Prometheus metrics of the memcached servers: memcached_exporter beside each
+//! server, on a port of its own.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::cel;
+
+/// The exporter's port when none is given (memcached_exporter's own default).
+pub const DEFAULT_METRICS_PORT: i32 = 9150;
+
+/// memcached_exporter as a native sidecar of every server, its port on the pods and the
+/// Service. On when set.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// The port the exporter serves `/metrics` on, named `metrics` on the pods and the Service;
+    /// never one of memcached's ports. Defaults to 9150.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+
+    /// The memcached_exporter image. Defaults to the image the operator was released with
+    /// (`RELATED_IMAGE_MEMCACHED_EXPORTER`) at the time monitoring is turned on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
+    pub exporter_image: Option<String>,
+
+    /// Compute resources of the exporter. Defaults to a small request and memory limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exporter_resources: Option<ResourceRequirements>,
+
+    /// The image of the stats relay, the sidecar through which the exporter reads the
+    /// statistics of servers that require authentication (`memcached-operator relay-stats`);
+    /// used only with `spec.auth`. Defaults to the operator's own image at the time monitoring
+    /// is turned on, so that upgrading the operator does not restart the servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
+    pub relay_image: Option<String>,
+
+    /// A ServiceMonitor `<name>` for the Prometheus Operator, selecting the Service's `metrics`
+    /// port. Written when the cluster serves `monitoring.coreos.com/v1`; otherwise the
+    /// Memcached's Events say it is not. None when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_monitor: Option<ServiceMonitorSpec>,
+}
+
+/// The ServiceMonitor of a Memcached.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitorSpec {
+    /// How often Prometheus scrapes, as a Prometheus duration (`30s`, `1m`). Prometheus's own
+    /// interval when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = cel::PROMETHEUS_DURATION_PATTERN))]
+    pub interval: Option<String>,
+
+    /// How long a scrape may take, as a Prometheus duration. Prometheus's own when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = cel::PROMETHEUS_DURATION_PATTERN))]
+    pub scrape_timeout: Option<String>,
+
+    /// Labels added to the ServiceMonitor, such as the ones a Prometheus's
+    /// `serviceMonitorSelector` matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+}

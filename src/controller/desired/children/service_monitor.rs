@@ -1,0 +1,102 @@
+//! The ServiceMonitor `<name>` a Memcached asks for with `spec.monitoring.serviceMonitor`: it
+//! tells a Prometheus run by the Prometheus Operator to scrape the `metrics` port of the
+//! Memcached's Service.
+//!
+//! Only the fields the operator sets are declared here; the Prometheus Operator's own CRD is
+//! the schema.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::{CustomResource, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use super::monitoring::METRICS_PORT_NAME;
+use super::{metadata, selector_labels};
+use crate::api::v1beta1::Memcached;
+
+/// The group of the Prometheus Operator's API.
+pub const GROUP: &str = "monitoring.coreos.com";
+
+/// `spec` of a `ServiceMonitor`, as far as the operator sets it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "monitoring.coreos.com",
+    version = "v1",
+    kind = "ServiceMonitor",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitorSpec {
+    /// The Services to scrape.
+    pub selector: LabelSelector,
+    /// The namespaces they are in.
+    pub namespace_selector: NamespaceSelector,
+    /// What to scrape on them.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// The namespaces a ServiceMonitor looks in.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceSelector {
+    /// Their names.
+    pub match_names: Vec<String>,
+}
+
+/// One scraped port.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// The Service port's name.
+    pub port: String,
+    /// The HTTP path.
+    pub path: String,
+    /// `http`.
+    pub scheme: String,
+    /// How often; Prometheus's own interval when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    /// How long a scrape may take; Prometheus's own when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_timeout: Option<String>,
+}
+
+/// The ServiceMonitor, when `spec.monitoring.serviceMonitor` asks for one. It carries the
+/// children's labels and the ones the spec adds (which a Prometheus's
+/// `serviceMonitorSelector` usually matches).
+pub fn desired_service_monitor(memcached: &Memcached) -> Option<ServiceMonitor> {
+    let wanted = memcached
+        .spec
+        .monitoring
+        .as_ref()?
+        .service_monitor
+        .as_ref()?;
+    let mut metadata = metadata(memcached);
+    if let Some(extra) = &wanted.labels {
+        let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+        for (key, value) in extra {
+            labels.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    Some(ServiceMonitor {
+        metadata,
+        spec: ServiceMonitorSpec {
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(memcached)),
+                match_expressions: None,
+            },
+            namespace_selector: NamespaceSelector {
+                match_names: memcached.namespace().into_iter().collect(),
+            },
+            endpoints: vec![Endpoint {
+                port: METRICS_PORT_NAME.into(),
+                path: "/metrics".into(),
+                scheme: "http".into(),
+                interval: wanted.interval.clone(),
+                scrape_timeout: wanted.scrape_timeout.clone(),
+            }],
+        },
+    })
+}

@@ -1,0 +1,360 @@
+//! Lets memcached_exporter read the statistics of a server that requires authentication: the
+//! `relay-stats` subcommand, run in each memcached pod as a native sidecar when monitoring and
+//! authentication are both on.
+//!
+//! memcached_exporter's client has no way to send memcached's ASCII authentication. The relay
+//! listens on a Unix socket in a volume only the pod's containers mount, so nothing on the
+//! network reaches it. For each connection it opens one to its own pod's server on loopback
+//! (over TLS when the server serves TLS, offering the Secret's certificate as memcached's own
+//! clients would), authenticates with the auth file's first credentials (read anew for every
+//! connection, so changed credentials are used from the next scrape on), and then passes on
+//! only the commands the exporter sends: `stats`, `stats settings`, `stats slabs`,
+//! `stats items`, and `version`. Any other command is answered with a `CLIENT_ERROR` and never
+//! reaches the server, so the socket gives no access to the cached items.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use clap::Args;
+use thiserror::Error;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tracing::{debug, info, warn};
+
+use super::session::{self, Files, SessionError};
+
+/// The container name of the sidecar in memcached pods.
+pub const CONTAINER_NAME: &str = "stats-relay";
+
+/// The commands passed on to the server: what memcached_exporter sends, and `version`.
+pub const RELAYED_COMMANDS: [&str; 5] = [
+    "stats",
+    "stats settings",
+    "stats slabs",
+    "stats items",
+    "version",
+];
+
+/// The longest command line read from a client; the relayed commands are far shorter.
+const MAX_COMMAND: u64 = 64;
+/// How long the server may take to answer one command.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Flags of `memcached-operator relay-stats`.
+#[derive(Args, Debug, Clone)]
+pub struct RelayArgs {
+    /// The Unix socket to listen on (memcached_exporter's `--memcached.address`).
+    #[arg(long)]
+    pub listen: PathBuf,
+
+    /// memcached's auth file; its first credentials authenticate every relayed connection.
+    #[arg(long)]
+    pub auth_file: PathBuf,
+
+    /// memcached's client port on the pod's loopback.
+    #[arg(long, default_value_t = 11211, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+
+    /// Directory of the TLS Secret's files, when the client port serves TLS.
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+}
+
+/// Why the relay stopped.
+#[derive(Debug, Error)]
+pub enum RelayError {
+    /// The socket could not be made.
+    #[error("--listen {path}: {message}")]
+    Listen {
+        /// The socket's path.
+        path: PathBuf,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// A connection to the server, TLS or plain.
+trait Duplex: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Duplex for T {}
+
+/// Runs until `shutdown` completes: serves every connection to the socket on a task of its own.
+pub async fn run(
+    args: RelayArgs,
+    mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> Result<(), RelayError> {
+    let listen_failed = |error: std::io::Error| RelayError::Listen {
+        path: args.listen.clone(),
+        message: error.to_string(),
+    };
+    // A socket left by an earlier run of this container (a restart keeps the volume).
+    match std::fs::remove_file(&args.listen) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(listen_failed(error));
+        }
+        _ => {}
+    }
+    let listener = UnixListener::bind(&args.listen).map_err(listen_failed)?;
+    info!(listen = %args.listen.display(), port = args.port, tls = args.cert_dir.is_some(), "relaying statistics commands");
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((client, _)) => {
+                let args = args.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = serve(client, &args).await {
+                        warn!(%error, "a relayed connection failed");
+                    }
+                });
+            }
+            Err(error) => warn!(%error, "cannot accept a connection"),
+        }
+    }
+}
+
+/// Why one relayed connection ended early.
+#[derive(Debug, Error)]
+enum ConnectionError {
+    #[error(transparent)]
+    Server(#[from] SessionError),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Relays one client's commands until it closes the connection.
+async fn serve(client: UnixStream, args: &RelayArgs) -> Result<(), ConnectionError> {
+    let mut server = open(args).await?;
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |error: std::io::Error| ConnectionError::Io(format!("{what}: {error}"))
+    };
+    let (client_read, mut client_write) = client.into_split();
+    let mut client_read = BufReader::new(client_read);
+    loop {
+        let mut line = String::new();
+        let read = (&mut client_read)
+            .take(MAX_COMMAND)
+            .read_line(&mut line)
+            .await
+            .map_err(io("reading the client's command"))?;
+        if read == 0 {
+            return Ok(());
+        }
+        if !line.ends_with('\n') {
+            client_write
+                .write_all(b"CLIENT_ERROR line too long\r\n")
+                .await
+                .map_err(io("answering the client"))?;
+            return Ok(());
+        }
+        let command = line.trim_end();
+        if !RELAYED_COMMANDS.contains(&command) {
+            debug!(command, "not relayed");
+            client_write
+                .write_all(b"CLIENT_ERROR not relayed: only statistics commands are\r\n")
+                .await
+                .map_err(io("answering the client"))?;
+            continue;
+        }
+        server
+            .write_all(format!("{command}\r\n").as_bytes())
+            .await
+            .map_err(io("sending the command to memcached"))?;
+        loop {
+            let mut reply = Vec::new();
+            let read = tokio::time::timeout(REPLY_TIMEOUT, server.read_until(b'\n', &mut reply))
+                .await
+                .map_err(|_| {
+                    ConnectionError::Io(format!(
+                        "memcached did not answer {command} within {REPLY_TIMEOUT:?}"
+                    ))
+                })?
+                .map_err(io("reading memcached's reply"))?;
+            if read == 0 {
+                return Err(ConnectionError::Io(format!(
+                    "memcached closed the connection while answering {command}"
+                )));
+            }
+            client_write
+                .write_all(&reply)
+                .await
+                .map_err(io("passing the reply on"))?;
+            if ends_reply(&reply) {
+                break;
+            }
+        }
+    }
+}
+
+/// Whether a reply line is the last of its reply: `END` after statistics, `VERSION` alone, or
+/// an error.
+fn ends_reply(line: &[u8]) -> bool {
+    let line = line.trim_ascii_end();
+    line == b"END"
+        || line == b"ERROR"
+        || line.starts_with(b"VERSION ")
+        || line.starts_with(b"CLIENT_ERROR")
+        || line.starts_with(b"SERVER_ERROR")
+}
+
+/// A connection to the pod's server, authenticated.
+async fn open(args: &RelayArgs) -> Result<BufReader<Box<dyn Duplex>>, SessionError> {
+    let port = args.port;
+    let stream: Box<dyn Duplex> = match &args.cert_dir {
+        Some(cert_dir) => {
+            let files = Files {
+                cert_dir: cert_dir.clone(),
+                auth_file: Some(args.auth_file.clone()),
+                port,
+            };
+            let own = files.certificate().await?;
+            let (stream, _) = session::connect(&files, &own).await?;
+            Box::new(stream.into_inner())
+        }
+        None => Box::new(
+            TcpStream::connect(("127.0.0.1", port))
+                .await
+                .map_err(|error| SessionError::Connection {
+                    port,
+                    message: format!("cannot connect: {error}"),
+                })?,
+        ),
+    };
+    let mut stream = BufReader::new(stream);
+    let credentials = session::first_credentials(&args.auth_file).await?;
+    session::authenticate(&mut stream, port, &credentials).await?;
+    Ok(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_replies_end_at_end_and_errors_end_at_once() {
+        assert!(ends_reply(b"END\r\n"));
+        assert!(ends_reply(b"VERSION 1.6.18\r\n"));
+        assert!(ends_reply(b"CLIENT_ERROR unauthenticated\r\n"));
+        assert!(ends_reply(b"SERVER_ERROR out of memory\r\n"));
+        assert!(ends_reply(b"ERROR\r\n"));
+        assert!(!ends_reply(b"STAT pid 1\r\n"));
+        assert!(!ends_reply(b"STAT version 1.6.18\r\n"));
+    }
+
+    /// A server that takes one connection: it expects the credentials, then answers `stats`,
+    /// and records every other line it receives.
+    async fn fake_memcached() -> (u16, tokio::task::JoinHandle<Vec<String>>) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("a port");
+        let port = listener.local_addr().expect("an address").port();
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.expect("a connection");
+            let mut stream = BufReader::new(stream);
+            let mut seen = Vec::new();
+            loop {
+                let mut line = String::new();
+                if stream.read_line(&mut line).await.expect("reads") == 0 {
+                    return seen;
+                }
+                let line = line.trim_end().to_string();
+                let reply: &[u8] = if line.starts_with("set auth 0 0 ") {
+                    let mut data = String::new();
+                    stream.read_line(&mut data).await.expect("reads the data");
+                    if data.trim_end() == "user secret" {
+                        b"STORED\r\n"
+                    } else {
+                        b"CLIENT_ERROR authentication failure\r\n"
+                    }
+                } else if line == "stats" {
+                    b"STAT pid 1\r\nSTAT curr_items 3\r\nEND\r\n"
+                } else {
+                    b"ERROR\r\n"
+                };
+                seen.push(line);
+                stream.get_mut().write_all(reply).await.expect("answers");
+            }
+        });
+        (port, server)
+    }
+
+    #[tokio::test]
+    async fn statistics_pass_after_the_credentials_and_nothing_else_reaches_the_server() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let auth_file = dir.path().join("authfile");
+        std::fs::write(&auth_file, "user:secret\nother:pass\n").expect("writes the auth file");
+        let (port, server) = fake_memcached().await;
+        let socket = dir.path().join("stats.sock");
+        let args = RelayArgs {
+            listen: socket.clone(),
+            auth_file,
+            port,
+            cert_dir: None,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let relay = tokio::spawn(run(
+            args,
+            Box::pin(async move {
+                let _ = stopped.await;
+            }),
+        ));
+        let client = loop {
+            match UnixStream::connect(&socket).await {
+                Ok(client) => break client,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let mut client = BufReader::new(client);
+        let mut ask = async |request: &str, lines: usize| {
+            client
+                .get_mut()
+                .write_all(request.as_bytes())
+                .await
+                .expect("sends");
+            let mut reply = String::new();
+            for _ in 0..lines {
+                client.read_line(&mut reply).await.expect("reads");
+            }
+            reply
+        };
+        assert!(
+            ask("get secret-key\r\n", 1)
+                .await
+                .starts_with("CLIENT_ERROR not relayed")
+        );
+        assert!(
+            ask("flush_all\r\n", 1)
+                .await
+                .starts_with("CLIENT_ERROR not relayed")
+        );
+        assert_eq!(
+            ask("stats\r\n", 3).await,
+            "STAT pid 1\r\nSTAT curr_items 3\r\nEND\r\n"
+        );
+        drop(client);
+        let seen = server.await.expect("the server ends");
+        assert_eq!(seen, ["set auth 0 0 11", "stats"]);
+        let _ = stop.send(());
+        relay.await.expect("joins").expect("stops cleanly");
+    }
+
+    #[tokio::test]
+    async fn a_socket_path_that_cannot_be_made_stops_the_relay_with_its_name() {
+        let args = RelayArgs {
+            listen: PathBuf::from("/nonexistent/relay/stats.sock"),
+            auth_file: PathBuf::from("/nonexistent/authfile"),
+            port: 11211,
+            cert_dir: None,
+        };
+        let error = run(args, Box::pin(std::future::pending()))
+            .await
+            .expect_err("refused");
+        assert!(
+            error.to_string().contains("/nonexistent/relay/stats.sock"),
+            "{error}"
+        );
+    }
+}
