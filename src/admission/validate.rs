@@ -19,8 +19,8 @@ use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
 use crate::api::sizes::{MIB, parse_item_size, parse_quantity, parse_quantity_millis};
 use crate::api::v1beta1::{
-    DEFAULT_MEMORY_LIMIT_MB, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
-    Memcached, MemcachedSpec,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SLAB_CHUNK_MAX_BYTES, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES,
+    MIN_WARM_RESTART_MEMORY_MB, Memcached, MemcachedSpec,
 };
 use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
 
@@ -389,7 +389,12 @@ fn check_memcached(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnin
         ));
     }
     if let Some(size) = &memcached.max_item_size {
-        check_item_size(size, memory_mb, violations);
+        let chunk_set = memcached
+            .extra_args
+            .iter()
+            .flatten()
+            .any(|arg| arg.contains("slab_chunk_max"));
+        check_item_size(size, memory_mb, chunk_set, violations);
     }
     match memcached.verbosity {
         Some(2) => warnings.push(
@@ -408,7 +413,7 @@ fn check_memcached(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnin
     }
 }
 
-fn check_item_size(size: &str, memory_mb: i32, violations: &mut Vec<Violation>) {
+fn check_item_size(size: &str, memory_mb: i32, chunk_set: bool, violations: &mut Vec<Violation>) {
     const FIELD: &str = "spec.memcached.maxItemSize";
     let Some(bytes) = (size.len() <= 10).then(|| parse_item_size(size)).flatten() else {
         violations.push(Violation::new(
@@ -429,6 +434,15 @@ fn check_item_size(size: &str, memory_mb: i32, violations: &mut Vec<Violation>) 
             format!(
                 "{size} exceeds half of spec.memcached.memoryLimitMB ({memory_mb} MiB); \
                  memcached refuses items larger than half its memory"
+            ),
+        ));
+    } else if !chunk_set && bytes % DEFAULT_SLAB_CHUNK_MAX_BYTES != 0 {
+        violations.push(Violation::new(
+            FIELD,
+            format!(
+                "{size} is not a multiple of 512k (512k, 1m, 1536k, 2m, ...): memcached refuses \
+                 it with its default slab_chunk_max of 512 KiB (\"-I must be evenly divisible by \
+                 slab_chunk_max\"); set -o slab_chunk_max=... in extraArgs for other sizes"
             ),
         ));
     }

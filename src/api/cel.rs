@@ -12,8 +12,8 @@ use kube::core::{Message, Reason, Rule};
 
 use super::memcached_flags::managed_flag_pattern;
 use super::v1beta1::{
-    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS,
-    MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_SLAB_CHUNK_MAX_BYTES,
+    DEFAULT_TERMINATION_GRACE_SECONDS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
 };
 
 /// A Prometheus duration, as the ServiceMonitor CRD's own pattern has it.
@@ -64,6 +64,25 @@ pub fn max_item_size_in_range() -> Rule {
         "spec.memcached.maxItemSize must be at least 1k and at most half of memoryLimitMB \
          (default {DEFAULT_MEMORY_LIMIT_MB})"
     )))
+    .field_path(".maxItemSize")
+    .reason(Reason::FieldValueInvalid)
+}
+
+/// On `spec.memcached`: with memcached's default largest slab chunk (512 KiB), the item size is
+/// a multiple of it, as memcached requires ("-I must be evenly divisible by slab_chunk_max");
+/// an `extraArgs` that sets `slab_chunk_max` takes that check over.
+pub fn max_item_size_fits_slab_chunks() -> Rule {
+    let bytes = item_size_bytes();
+    Rule::new(format!(
+        "!has(self.maxItemSize) || !self.maxItemSize.matches('{ITEM_SIZE_PATTERN}') || \
+         (has(self.extraArgs) && self.extraArgs.exists(a, a.contains('slab_chunk_max'))) || \
+         ({bytes} >= {DEFAULT_SLAB_CHUNK_MAX_BYTES} && {bytes} % {DEFAULT_SLAB_CHUNK_MAX_BYTES} == 0)"
+    ))
+    .message(
+        "spec.memcached.maxItemSize must be a multiple of 512k (512k, 1m, 1536k, 2m, ...): \
+         memcached refuses other sizes with its default slab_chunk_max; set \
+         -o slab_chunk_max=... in extraArgs for others",
+    )
     .field_path(".maxItemSize")
     .reason(Reason::FieldValueInvalid)
 }

@@ -42,6 +42,9 @@ pub const DEFAULT_THREADS: i32 = 4;
 pub const DEFAULT_MAX_ITEM_SIZE: &str = "1m";
 /// The smallest item size memcached accepts, in bytes.
 pub const MIN_ITEM_SIZE_BYTES: u64 = 1024;
+/// memcached's largest slab chunk (`slab_chunk_max`) unless set otherwise: half its 1 MiB slab
+/// page. The item size must be a multiple of it, and so at least as large.
+pub const DEFAULT_SLAB_CHUNK_MAX_BYTES: u64 = 524_288;
 /// memcached's verbosity when none is given.
 pub const DEFAULT_VERBOSITY: i32 = 0;
 /// The client port when none is given.
@@ -178,6 +181,7 @@ pub struct GracefulShutdownSpec {
 /// memcached's own settings, passed to it as command-line flags.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(validation = cel::max_item_size_in_range())]
+#[x_kube(validation = cel::max_item_size_fits_slab_chunks())]
 #[x_kube(validation = cel::warm_restart_has_its_memory())]
 #[serde(rename_all = "camelCase")]
 pub struct MemcachedConfig {
@@ -201,7 +205,9 @@ pub struct MemcachedConfig {
     pub threads: Option<i32>,
 
     /// Largest item (`-I`), in memcached's notation: bytes, or a number followed by `k` or `m`
-    /// (powers of 1024). At least 1k and at most half the item memory. Defaults to `1m`.
+    /// (powers of 1024). At most half the item memory, and a multiple of memcached's largest
+    /// slab chunk (`slab_chunk_max`, 512k unless `extraArgs` sets it): 512k, 1m, 1536k, 2m...
+    /// Defaults to `1m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 10), regex(pattern = cel::ITEM_SIZE_PATTERN))]
     pub max_item_size: Option<String>,

@@ -186,6 +186,12 @@ fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
             true,
         ),
         (
+            "item size that is no multiple of memcached's largest slab chunk",
+            with(|s| config(s).max_item_size = Some("100k".into())),
+            "spec.memcached.maxItemSize",
+            true,
+        ),
+        (
             "item size below 1k",
             with(|s| config(s).max_item_size = Some("1000".into())),
             "spec.memcached.maxItemSize",
@@ -389,16 +395,22 @@ fn cel_refuses_what_it_can_express_exactly_like_the_webhook() {
 
 #[test]
 fn item_sizes_on_the_boundaries_are_admitted_by_both() {
-    for (memory, size) in [
-        (64, "32m"),
-        (64, "1k"),
-        (64, "1024"),
-        (1, "512k"),
-        (2048, "1024m"),
+    // memcached's own minimum is 1k, with a smaller slab_chunk_max than its 512 KiB default.
+    let smaller_chunks = Some(vec!["-o".to_string(), "slab_chunk_max=1024".to_string()]);
+    for (memory, size, extra_args) in [
+        (64, "32m", None),
+        (64, "512k", None),
+        (64, "524288", None),
+        (64, "1536k", None),
+        (1, "512k", None),
+        (2048, "1024m", None),
+        (64, "1k", smaller_chunks.clone()),
+        (64, "1024", smaller_chunks),
     ] {
         let object = with(|s| {
             config(s).memory_limit_mb = Some(memory);
             config(s).max_item_size = Some(size.into());
+            config(s).extra_args = extra_args;
             s.resources = None;
         });
         assert!(
