@@ -6,10 +6,13 @@
 # (NODE=kubelet hack/control-plane.sh: kubelet, containerd, CoreDNS) and installs through
 # hack/olm-install.sh (the images built from the shipped Dockerfiles and pushed to the local
 # registry, OLM's own Deployments, the catalog image as a CatalogSource, a Subscription; it
-# waits for a Succeeded CSV and the operator's webhooks). It then applies config/samples,
-# waits until every Memcached is Available with its servers, prints how to reach one by its
-# DNS name from inside the cluster, and follows the operator's logs until Ctrl-C, which stops
-# everything it started (the logs under the state directory's logs/ stay).
+# waits for a Succeeded CSV and the operator's webhooks), with cert-manager started first
+# (hack/cert-manager.sh) so that the operator finds its API. It then applies config/samples
+# and the production example config/samples/production (TLS issued by a cert-manager CA
+# issuer, credentials, metrics, a NetworkPolicy, warm restarts), waits until every Memcached is
+# Available with its servers, prints how to reach one by its DNS name from inside the cluster
+# and how to read the production servers' metrics, and follows the operator's logs until
+# Ctrl-C, which stops everything it started (the logs under the state directory's logs/ stay).
 #
 # With KUBECONFIG: runs the operator against that cluster with its webhooks off (the cluster
 # cannot call a process on this machine); the CRD must be installed (`make install`).
@@ -56,6 +59,8 @@ source "$ROOT/hack/lib/samples.sh"
 
 NODE=kubelet "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$STATE/kubeconfig"
+# Before the operator: it looks for cert-manager's API when it starts.
+CONTROL_PLANE_DIR="$STATE" "$ROOT/hack/cert-manager.sh" start >/dev/null
 installed="$(CONTROL_PLANE_DIR="$STATE" INSTALL_TIMEOUT="$TIMEOUT" "$ROOT/hack/olm-install.sh" start)"
 value() { awk -F= -v k="$1" '$1 == k { print substr($0, length(k) + 2) }' <<<"$installed"; }
 csv="$(value CSV)"
@@ -63,14 +68,18 @@ namespace="$(value NAMESPACE)"
 csv_done="$(since)"
 
 kubectl apply -k "$ROOT/config/samples"
+kubectl apply -k "$ROOT/config/samples/production"
 
 wait_until "every Memcached to be Available with its servers (memcached pods on the node)" \
   memcacheds_available
 all_done="$(since)"
 
 servers="$(memcached_servers)"
-first="$(kubectl get memcacheds -A -o 'jsonpath={.items[0].metadata.namespace} {.items[0].status.servers[0]}')"
+# The plain sample for the plaintext `stats`; the production one serves TLS to authenticated
+# clients, and its metrics in plain HTTP.
+first="$(kubectl get memcached memcached-sample -o 'jsonpath={.metadata.namespace} {.status.servers[0]}')"
 read -r first_namespace first_server <<<"$first"
+production="$(kubectl get memcached memcached-production -o 'jsonpath={.status.servers[0]}')"
 client_image="$("$ROOT/hack/images.sh" reference busybox)"
 
 cat >&2 <<MSG
@@ -87,6 +96,9 @@ $(sed 's/^/  /' <<<"$servers")
 memcached's stats from inside the cluster, by a server's name:
   .tools/bin/kubectl run mc-client -n $first_namespace --rm -i --restart=Never --image=$client_image -- \\
     sh -c 'printf "stats\\r\\nquit\\r\\n" | nc -w 5 ${first_server%:*} ${first_server##*:}'
+The production example's metrics (memcached_exporter beside each TLS, authenticated server):
+  .tools/bin/kubectl run mc-metrics -n $first_namespace --rm -i --restart=Never --image=$client_image -- \\
+    sh -c 'printf "GET /metrics HTTP/1.0\\r\\n\\r\\n" | nc -w 5 ${production%:*} 9150 | grep -E "^memcached_(up|current_items|version)"'
 Logs: $LOGS/ (kubelet.log, containerd.log, control plane); pods': .tools/bin/kubectl logs
 Ctrl-C stops everything this started.
 The operator's logs follow.

@@ -174,7 +174,14 @@ pub fn beta_spec() -> impl Strategy<Value = v1beta1::MemcachedSpec> {
     let security = (
         option::of(tls()),
         option::of(
-            option::of("[a-z]{1,8}").prop_map(|secret_name| v1beta1::AuthSpec { secret_name }),
+            (
+                option::of("[a-z]{1,8}"),
+                option::of("[a-z]{1,8}/reloader:v[0-9]"),
+            )
+                .prop_map(|(secret_name, reloader_image)| v1beta1::AuthSpec {
+                    secret_name,
+                    reloader_image,
+                }),
         ),
         option::of((option::of(0i32..=600), option::of(1i64..=3600)).prop_map(
             |(pre_stop_delay_seconds, termination_grace_period_seconds)| {

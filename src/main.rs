@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::sidecar::{refresher, relay};
+use memcached_operator::sidecar::{refresher, relay, reloader};
 use memcached_operator::{manager, telemetry};
 
 /// Exit code of a subcommand that failed.
@@ -38,6 +38,9 @@ enum Command {
     /// Runs beside memcached in its pod: brings a renewed certificate into the running server
     /// (`refresh_certs`) without restarting it.
     RefreshCerts(refresher::RefreshArgs),
+    /// Runs beside memcached in its pod: has the running server reread a changed auth file
+    /// (SIGHUP) without restarting it.
+    ReloadAuth(reloader::ReloadArgs),
     /// Runs beside memcached in its pod: lets memcached_exporter read the statistics of a
     /// server that requires authentication, and nothing else.
     RelayStats(relay::RelayArgs),
@@ -62,6 +65,11 @@ fn main() -> ExitCode {
             refresher::run(args, shutdown)
                 .await
                 .context("certificate refresher")
+        }),
+        Command::ReloadAuth(args) => until_signalled(|shutdown| async move {
+            reloader::run(args, shutdown)
+                .await
+                .context("credentials reloader")
         }),
         Command::RelayStats(args) => until_signalled(|shutdown| async move {
             relay::run(args, shutdown).await.context("stats relay")
@@ -155,8 +163,17 @@ mod tests {
     fn the_operator_binary_has_only_the_subcommands_that_run_in_a_cluster() {
         let command = Cli::command();
         let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
-        // refresh-certs and relay-stats run in memcached's pods, beside its servers.
-        assert_eq!(names, ["run", "webhooks", "refresh-certs", "relay-stats"]);
+        // refresh-certs, reload-auth and relay-stats run in memcached's pods, beside its servers.
+        assert_eq!(
+            names,
+            [
+                "run",
+                "webhooks",
+                "refresh-certs",
+                "reload-auth",
+                "relay-stats"
+            ]
+        );
         assert!(command.get_version().is_some(), "--version is offered");
     }
 

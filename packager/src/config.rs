@@ -33,8 +33,8 @@ use super::files::{Files, FilesError};
 use super::monitoring::{metrics_reader_role, metrics_service, service_monitor};
 use super::network_policy;
 use super::release;
-use super::samples;
 use super::yaml::to_yaml;
+use super::{production_sample, samples};
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator, rbac};
 
@@ -526,6 +526,19 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
     files.yaml(
         "config/samples/kustomization.yaml",
         &kustomization(&sample_refs),
+    )?;
+    // The production example, apart: it needs cert-manager's API.
+    let production = production_sample::files().map_err(|e| FilesError::Render {
+        path: "config/samples/production".to_string(),
+        source: e.into(),
+    })?;
+    for (name, object) in &production {
+        files.yaml(&format!("config/samples/production/{name}"), object)?;
+    }
+    let production_refs: Vec<&str> = production.iter().map(|(name, _)| *name).collect();
+    files.yaml(
+        "config/samples/production/kustomization.yaml",
+        &kustomization(&production_refs),
     )?;
 
     files.yaml(

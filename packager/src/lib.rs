@@ -20,6 +20,7 @@ pub mod files;
 pub mod generate;
 pub mod monitoring;
 pub mod network_policy;
+pub mod production_sample;
 pub mod release;
 pub mod rules;
 pub mod samples;

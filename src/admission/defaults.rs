@@ -113,6 +113,10 @@ pub fn default_spec(spec: &MemcachedSpec, defaults: &Defaults) -> MemcachedSpec 
         tls.refresher_image
             .get_or_insert_with(|| defaults.refresher_image.clone());
     }
+    if let Some(auth) = &mut spec.auth {
+        auth.reloader_image
+            .get_or_insert_with(|| defaults.refresher_image.clone());
+    }
     if let Some(monitoring) = &mut spec.monitoring {
         monitoring.port.get_or_insert(DEFAULT_METRICS_PORT);
         monitoring

@@ -15,6 +15,7 @@
 mod cluster;
 mod confinement;
 mod controls;
+mod credentials;
 mod dns;
 mod metrics;
 mod network;
@@ -35,6 +36,7 @@ fn main() {
         secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
         metrics::the_exporter_reports_what_clients_did_with_tls_and_authentication_on,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
+        credentials::changed_credentials_reach_the_server_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,
         scorecard::scorecard_passes_every_test_of_the_shipped_configuration,
     ];

@@ -264,7 +264,7 @@ struct Server {
 
 /// What identifies a running memcached: its pod, its container's restart count and its
 /// process's start time.
-type Identity = (String, i32, u64);
+pub type Identity = (String, i32, u64);
 
 impl Server {
     fn identity(&self) -> Identity {
@@ -292,7 +292,7 @@ async fn pods(env: &Env, namespace: &str) -> Vec<Pod> {
     pods
 }
 
-fn identity_of(pod: &Pod) -> Identity {
+pub fn identity_of(pod: &Pod) -> Identity {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let restarts = pod
         .status

@@ -43,8 +43,8 @@ pub async fn a_graceful_restart_keeps_the_items_and_a_kill_loses_them(env: Arc<E
         .and_then(|e| e.command)
         .unwrap_or_default();
     assert!(
-        hook.last()
-            .is_some_and(|script| script.contains("kill -USR1 1")),
+        hook.last().is_some_and(|script| script
+            .contains("read -r pid < /var/cache/memcached/memcached.pid; kill -USR1 \"$pid\"")),
         "the preStop hook stops memcached gracefully: {hook:?}"
     );
     set_items(pod_address(&pod, 11211), "first").await;

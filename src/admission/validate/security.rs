@@ -87,6 +87,9 @@ pub(super) fn check(
         }
     }
     if let Some(auth) = &spec.auth {
+        if let Some(image) = &auth.reloader_image {
+            check_image("spec.auth.reloaderImage", image, violations, warnings);
+        }
         check_secret_name(
             "spec.auth.secretName",
             auth.secret_name.as_deref(),
@@ -181,6 +184,7 @@ mod tests {
             tls: Some(TlsSpec::default()),
             auth: Some(AuthSpec {
                 secret_name: Some("Not_A_Name".into()),
+                reloader_image: None,
             }),
             ..MemcachedSpec::default()
         };
@@ -195,6 +199,7 @@ mod tests {
             }),
             auth: Some(AuthSpec {
                 secret_name: Some("cache.auth".into()),
+                reloader_image: None,
             }),
             ..MemcachedSpec::default()
         };

@@ -126,6 +126,14 @@ pub struct AuthSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
     pub secret_name: Option<String>,
+
+    /// The image of the credentials reloader, the sidecar that has the running servers reread
+    /// a changed auth file (`memcached-operator reload-auth`). Defaults to the operator's own
+    /// image at the time authentication is turned on, so that upgrading the operator does not
+    /// restart the servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
+    pub reloader_image: Option<String>,
 }
 
 /// TLS as the servers' pod template configures it.

@@ -267,10 +267,15 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
     let (mut volumes, mut mounts) = security::volumes(memcached);
     let secrets = !volumes.is_empty();
     let refresher = security::refresher(memcached, port(memcached), &mounts, restricted());
+    let reloader = security::reloader(memcached, &mounts, restricted());
     let (monitors, monitor_volumes) =
         monitoring::sidecars(memcached, port(memcached), &mounts, restricted());
     volumes.extend(monitor_volumes);
-    let sidecars: Vec<Container> = refresher.into_iter().chain(monitors).collect();
+    let sidecars: Vec<Container> = refresher
+        .into_iter()
+        .chain(reloader)
+        .chain(monitors)
+        .collect();
     if let Some((volume, mount)) = lifecycle::volume(memcached) {
         volumes.push(volume);
         mounts.push(mount);
@@ -316,6 +321,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     node_selector: spec.node_selector.clone(),
                     priority_class_name: spec.priority_class_name.clone(),
                     topology_spread_constraints: spec.topology_spread_constraints.clone(),
+                    share_process_namespace: security::shares_processes(memcached).then_some(true),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
                     termination_grace_period_seconds: Some(lifecycle::grace_period(memcached)),

@@ -4,9 +4,10 @@
 //!
 //! memcached saves its memory file only when stopped with SIGUSR1; the kubelet stops a
 //! container with SIGTERM (or the image's own stop signal, which the official images leave
-//! unset), on which memcached exits without saving. So the preStop hook sends SIGUSR1 to the
-//! container's first process, memcached, and waits: memcached saves and exits, and the kubelet
-//! finds the container stopped before its SIGTERM is due.
+//! unset), on which memcached exits without saving. So the preStop hook sends SIGUSR1 to
+//! memcached, whose pid its start wrote beside the memory file (the container's first process,
+//! or, in a pod that shares one process namespace, whichever pid it got), and waits: memcached
+//! saves and exits, and the kubelet finds the container stopped before its SIGTERM is due.
 //!
 //! memcached also refuses a memory file saved in the same second it starts in (its saved stop
 //! time must be in the past), and the kubelet may start a container again within that second:
@@ -23,6 +24,8 @@ use crate::api::v1beta1::{DEFAULT_MEMORY_LIMIT_MB, DEFAULT_TERMINATION_GRACE_SEC
 pub const MEMORY_FILE_DIR: &str = "/var/cache/memcached";
 /// The memory file memcached keeps its items in.
 pub const MEMORY_FILE: &str = "/var/cache/memcached/memory_file";
+/// Where memcached's pid is written when it starts, for the preStop hook.
+pub const PID_FILE: &str = "/var/cache/memcached/memcached.pid";
 /// Room on the memory file's volume beyond the item memory, in MiB, for its metadata file.
 pub const MEMORY_FILE_SLACK_MB: i32 = 1;
 
@@ -59,15 +62,15 @@ fn pre_stop_delay(memcached: &Memcached) -> i32 {
         .max(0)
 }
 
-/// The memcached container's command, when warm restarts are on: the image's shell waits a
-/// second, then becomes memcached (the container's first process still), with the container's
+/// The memcached container's command, when warm restarts are on: the image's shell writes its
+/// pid (which memcached keeps), waits a second, then becomes memcached, with the container's
 /// arguments. `None` keeps the image's entrypoint.
 pub fn command(memcached: &Memcached) -> Option<Vec<String>> {
     warm_restart(memcached).then(|| {
         vec![
             "/bin/sh".into(),
             "-c".into(),
-            r#"sleep 1; exec memcached "$@""#.into(),
+            format!(r#"echo $$ > {PID_FILE}; sleep 1; exec memcached "$@""#),
             "memcached".into(),
         ]
     })
@@ -93,7 +96,11 @@ pub fn lifecycle(memcached: &Memcached) -> Option<Lifecycle> {
             String::new()
         };
         // memcached saves and exits; the wait ends with the container.
-        let script = format!("{wait}kill -USR1 1; exec sleep {}", grace_period(memcached));
+        // `read` is the shell's own: the image needs no `cat`.
+        let script = format!(
+            "{wait}read -r pid < {PID_FILE}; kill -USR1 \"$pid\"; exec sleep {}",
+            grace_period(memcached)
+        );
         LifecycleHandler {
             exec: Some(ExecAction {
                 command: Some(vec!["/bin/sh".into(), "-c".into(), script]),

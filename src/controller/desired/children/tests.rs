@@ -233,6 +233,7 @@ fn secured() -> Memcached {
             }),
             auth: Some(AuthSpec {
                 secret_name: Some("secured-auth".into()),
+                reloader_image: None,
             }),
             graceful_shutdown: Some(GracefulShutdownSpec {
                 pre_stop_delay_seconds: Some(5),
@@ -337,7 +338,15 @@ fn a_tls_server_has_the_certificate_refresher_beside_it() {
     let sts = desired_statefulset(&secured(), Platform::Kubernetes);
     let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
     let sidecars = pod.init_containers.expect("init containers");
-    assert_eq!(sidecars.len(), 1);
+    // The certificate refresher, then the credentials reloader (the server requires both).
+    assert_eq!(sidecars.len(), 2);
+    assert_eq!(sidecars[1].name, "auth-reloader");
+    assert_eq!(
+        sidecars[1].args.clone().unwrap_or_default(),
+        ["reload-auth", "--auth-file=/etc/memcached/auth/authfile"]
+    );
+    // It signals memcached: the pod's containers share one process namespace.
+    assert_eq!(pod.share_process_namespace, Some(true));
     let refresher = &sidecars[0];
     assert_eq!(refresher.name, "cert-refresher");
     // A native sidecar: it keeps running beside memcached, and starts before it.
@@ -401,16 +410,18 @@ fn a_warm_restart_keeps_the_memory_file_in_memory_and_stops_memcached_gracefully
         Some(vec![
             "/bin/sh".to_string(),
             "-c".to_string(),
-            "sleep 5; kill -USR1 1; exec sleep 60".to_string()
+            r#"sleep 5; read -r pid < /var/cache/memcached/memcached.pid; kill -USR1 "$pid"; exec sleep 60"#
+                .to_string()
         ])
     );
-    // memcached starts a second late, so that a memory file saved moments ago is in the past.
+    // memcached starts a second late, so that a memory file saved moments ago is in the past;
+    // its pid (the shell's, which it keeps) is where the hook reads it.
     assert_eq!(
         pod.containers[0].command.clone().unwrap_or_default(),
         [
             "/bin/sh",
             "-c",
-            r#"sleep 1; exec memcached "$@""#,
+            r#"echo $$ > /var/cache/memcached/memcached.pid; sleep 1; exec memcached "$@""#,
             "memcached"
         ]
     );
@@ -495,8 +506,11 @@ fn with_authentication_the_exporter_reads_through_the_stats_relay() {
     let object = monitored(true);
     let sidecars = sidecars_of(&object);
     let names: Vec<&str> = sidecars.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["cert-refresher", "stats-relay", "exporter"]);
-    let (relay, exporter) = (&sidecars[1], &sidecars[2]);
+    assert_eq!(
+        names,
+        ["cert-refresher", "auth-reloader", "stats-relay", "exporter"]
+    );
+    let (relay, exporter) = (&sidecars[2], &sidecars[3]);
     assert_eq!(relay.restart_policy.as_deref(), Some("Always"));
     assert_eq!(exporter.restart_policy.as_deref(), Some("Always"));
     assert_eq!(
