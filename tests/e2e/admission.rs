@@ -269,16 +269,27 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
     );
     assert_eq!(as_beta.spec.image.as_deref(), Some(RELATED_IMAGE));
 
-    // Give it fields v1alpha1 cannot hold, TLS, authentication, the shutdown, the warm restart
-    // and the NetworkPolicy among them.
+    // Give it fields v1alpha1 cannot hold, TLS (issued by cert-manager), authentication, the
+    // shutdown, the warm restart, monitoring with a ServiceMonitor and the NetworkPolicy among
+    // them.
     let richer = json!({"spec": {
         "memcached": {"threads": 8, "extraArgs": ["-o", "modern"], "warmRestart": true},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "cache", "effect": "NoSchedule"}],
         "priorityClassName": "cache-high",
-        "tls": {"secretName": "legacy-tls", "clientAuth": "Require", "plaintextPort": 11312},
+        "tls": {
+            "secretName": "legacy-tls", "clientAuth": "Require", "plaintextPort": 11312,
+            "issuerRef": {"name": "legacy-ca", "kind": "ClusterIssuer"},
+        },
         "auth": {"secretName": "legacy-auth"},
         "gracefulShutdown": {"preStopDelaySeconds": 5, "terminationGracePeriodSeconds": 40},
-        "networkPolicy": {"allowedSources": [{"podSelector": {"matchLabels": {"role": "client"}}}]}
+        "monitoring": {
+            "port": 9200,
+            "serviceMonitor": {"interval": "30s", "labels": {"release": "prometheus"}},
+        },
+        "networkPolicy": {
+            "allowedSources": [{"podSelector": {"matchLabels": {"role": "client"}}}],
+            "metricsSources": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+        }
     }});
     beta.patch("legacy", &PatchParams::default(), &Patch::Merge(&richer))
         .await
@@ -326,7 +337,28 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
         tls.refresher_image.is_some(),
         "the refresher's image was defaulted"
     );
-    assert!(after.spec.auth.is_some() && after.spec.network_policy.is_some());
+    assert_eq!(
+        tls.issuer_ref.as_ref().map(|i| i.name.as_str()),
+        Some("legacy-ca")
+    );
+    assert!(
+        after
+            .spec
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.reloader_image.is_some()),
+        "the reloader's image was defaulted"
+    );
+    let monitoring = after.spec.monitoring.as_ref().expect("monitoring survives");
+    assert_eq!(monitoring.port, Some(9200));
+    assert!(monitoring.exporter_image.is_some() && monitoring.service_monitor.is_some());
+    assert!(
+        after
+            .spec
+            .network_policy
+            .as_ref()
+            .is_some_and(|p| p.metrics_sources.is_some())
+    );
     assert_eq!(
         after.spec.tolerations,
         Some(vec![Toleration {

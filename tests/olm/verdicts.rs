@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use crate::cluster::{Env, WAIT, eventually};
 use crate::variants::{self, CHANNEL, Variant};
 
+/// What OLM says while it has no connection to a catalog's registry pod.
+const REGISTRY_NOT_CONNECTED: &str = "no registry client established";
 /// The CatalogSource that serves the variants.
 const CATALOG_SOURCE: &str = "check-bundle-variants";
 /// The version the variants' catalog image is tagged with.
@@ -305,10 +307,15 @@ fn verdict(
             .into_iter()
             .flatten()
         {
-            if condition["type"] == "ResolutionFailed" && condition["status"] == "True" {
+            let message = condition["message"].as_str().unwrap_or_default();
+            // OLM not connected to the catalog's registry (yet, or for a moment): it resolves
+            // again once it is, so this is no verdict on the bundle.
+            if condition["type"] == "ResolutionFailed"
+                && condition["status"] == "True"
+                && !message.contains(REGISTRY_NOT_CONNECTED)
+            {
                 return Some(Verdict::Refuses(format!(
-                    "Subscription ResolutionFailed: {}",
-                    condition["message"].as_str().unwrap_or_default()
+                    "Subscription ResolutionFailed: {message}"
                 )));
             }
         }
@@ -395,6 +402,25 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
             },
         }),
     );
+    // A Subscription made before OLM reaches the catalog's registry pod fails to resolve
+    // ("no registry client established") until it does: subscribe once the catalog is READY,
+    // as hack/olm-install.sh does.
+    eventually("the variants' CatalogSource is READY", WAIT, || async {
+        let (_, state, _) = env.kubectl(
+            &[
+                "get",
+                "catalogsource",
+                CATALOG_SOURCE,
+                "-n",
+                "olm",
+                "-o",
+                "jsonpath={.status.connectionState.lastObservedState}",
+            ],
+            None,
+        );
+        (state.trim() == "READY").then_some(())
+    })
+    .await;
     // OLM's verdicts, IN_FLIGHT variants at a time; each is removed once OLM has decided.
     let mut subscribed = Subscribed::new(&env);
     let mut queue = variants.iter();
