@@ -116,7 +116,7 @@ pub async fn the_exporter_reports_what_clients_did_with_tls_and_authentication_o
             started.elapsed().as_secs_f64()
         );
         let expected: &[&str] = if auth {
-            &["cert-refresher", "stats-relay", "exporter"]
+            &["cert-refresher", "auth-reloader", "stats-relay", "exporter"]
         } else {
             &["cert-refresher", "exporter"]
         };
