@@ -363,35 +363,20 @@ build_cert_manager() {
   log "rendered cert-manager $v's six CRDs into $CERT_MANAGER_CRDS"
 }
 
-# fetch_openshift_api: github.com/openshift/api at hack/openshift-api/go.mod's pin, through the
-# module proxy (checked against go.sum), and its APIServer CRD copied into .tools/openshift/crds/.
-fetch_openshift_api() {
-  local module dir
-  module="$(module_of openshift-api)"
-  log "downloading $module $(version_of openshift-api) (a few seconds on a cold cache)..."
-  dir="$(cd "$ROOT/hack/openshift-api" && go mod download -modcacherw -json "$module" |
+# copy_crd TOOL FILE DEST: the module hack/TOOL/go.mod pins, through the module proxy (checked
+# against go.sum), and its file FILE copied into DEST (which holds nothing else). Nothing is built.
+copy_crd() {
+  local tool="$1" file="$2" dest="$3" module dir
+  module="$(module_of "$tool")"
+  log "downloading $module $(version_of "$tool") (a few seconds on a cold cache)..."
+  dir="$(cd "$ROOT/hack/$tool" && go mod download -modcacherw -json "$module" |
     awk -F'"' '$2 == "Dir" { print $4 }')"
-  [[ -f "$dir/$OPENSHIFT_APISERVER_CRD" ]] ||
-    die "$module has no $OPENSHIFT_APISERVER_CRD (in '$dir')"
-  rm -rf "$OPENSHIFT_CRDS"
-  mkdir -p "$OPENSHIFT_CRDS"
-  cp "$dir/$OPENSHIFT_APISERVER_CRD" "$OPENSHIFT_CRDS/"
-  chmod 0644 "$OPENSHIFT_CRDS"/*.yaml
-  log "copied $(basename "$OPENSHIFT_APISERVER_CRD") into $OPENSHIFT_CRDS"
-}
-
-fetch_prometheus_operator() {
-  local module dir
-  module="$(module_of prometheus-operator)"
-  log "downloading $module $(version_of prometheus-operator) (a few seconds on a cold cache)..."
-  dir="$(cd "$ROOT/hack/prometheus-operator" && go mod download -modcacherw -json "$module" |
-    awk -F'"' '$2 == "Dir" { print $4 }')"
-  [[ -f "$dir/$SERVICE_MONITOR_CRD" ]] || die "$module has no $SERVICE_MONITOR_CRD (in '$dir')"
-  rm -rf "$PROMETHEUS_CRDS"
-  mkdir -p "$PROMETHEUS_CRDS"
-  cp "$dir/$SERVICE_MONITOR_CRD" "$PROMETHEUS_CRDS/"
-  chmod 0644 "$PROMETHEUS_CRDS"/*.yaml
-  log "copied $(basename "$SERVICE_MONITOR_CRD") into $PROMETHEUS_CRDS"
+  [[ -f "$dir/$file" ]] || die "$module has no $file (in '$dir')"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  cp "$dir/$file" "$dest/"
+  chmod 0644 "$dest"/*.yaml
+  log "copied $(basename "$file") into $dest"
 }
 
 # Debian packages of the system tools, and a command (or path) each one provides.
@@ -555,8 +540,8 @@ install_tool() {
     olm) build_olm ;;
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;
-    openshift-api) fetch_openshift_api ;;
-    prometheus-operator) fetch_prometheus_operator ;;
+    openshift-api) copy_crd openshift-api "$OPENSHIFT_APISERVER_CRD" "$OPENSHIFT_CRDS" ;;
+    prometheus-operator) copy_crd prometheus-operator "$SERVICE_MONITOR_CRD" "$PROMETHEUS_CRDS" ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;
