@@ -145,10 +145,19 @@ pub fn container_memory_mb(memory_limit_mb: i32) -> i64 {
 /// Resources derived from the item memory: memory requested and limited alike (so the pod is
 /// never the first to be evicted for memory), and a small CPU request.
 pub fn derived_resources(memory_limit_mb: i32) -> ResourceRequirements {
-    let memory = Quantity(format!("{}Mi", container_memory_mb(memory_limit_mb)));
+    memory_bound(
+        DEFAULT_CPU_REQUEST,
+        &format!("{}Mi", container_memory_mb(memory_limit_mb)),
+    )
+}
+
+/// A CPU request, and a memory request and limit alike: the memcached container's derived
+/// resources, and the sidecars'.
+pub fn memory_bound(cpu: &str, memory: &str) -> ResourceRequirements {
+    let memory = Quantity(memory.into());
     ResourceRequirements {
         requests: Some(BTreeMap::from([
-            ("cpu".to_string(), Quantity(DEFAULT_CPU_REQUEST.to_string())),
+            ("cpu".to_string(), Quantity(cpu.into())),
             ("memory".to_string(), memory.clone()),
         ])),
         limits: Some(BTreeMap::from([("memory".to_string(), memory)])),

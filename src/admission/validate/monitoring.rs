@@ -7,8 +7,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::security::check_sources;
 use super::{Violation, Warnings, check_image};
-use crate::api::v1beta1::{DEFAULT_METRICS_PORT, DEFAULT_PORT, MAX_ALLOWED_SOURCES, MemcachedSpec};
+use crate::api::v1beta1::{DEFAULT_METRICS_PORT, DEFAULT_PORT, MemcachedSpec};
 
 /// A Prometheus duration's grammar, compiled once: the CRD's own pattern.
 static PROMETHEUS_DURATION: LazyLock<Regex> = LazyLock::new(|| {
@@ -75,22 +76,13 @@ pub(super) fn check(
         }
     }
     if let Some(policy) = &spec.network_policy {
-        let sources = policy.metrics_sources.as_deref().unwrap_or_default();
-        if sources.is_empty() {
-            violations.push(Violation::new(
-                "spec.networkPolicy.metricsSources",
-                "must list who may scrape the exporter (such as the monitoring namespace) when \
-                 spec.monitoring is on; without one no scraper could reach it",
-            ));
-        } else if sources.len() > MAX_ALLOWED_SOURCES {
-            violations.push(Violation::new(
-                "spec.networkPolicy.metricsSources",
-                format!(
-                    "{} sources exceed the limit of {MAX_ALLOWED_SOURCES}",
-                    sources.len()
-                ),
-            ));
-        }
+        check_sources(
+            "spec.networkPolicy.metricsSources",
+            policy.metrics_sources.as_deref(),
+            "must list who may scrape the exporter (such as the monitoring namespace) when \
+             spec.monitoring is on; without one no scraper could reach it",
+            violations,
+        );
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::sync::LazyLock;
 
+use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use regex::Regex;
 
 use super::{Violation, Warnings, check_image};
@@ -98,22 +99,13 @@ pub(super) fn check(
         );
     }
     if let Some(policy) = &spec.network_policy {
-        let sources = policy.allowed_sources.as_deref().unwrap_or_default();
-        if sources.is_empty() {
-            violations.push(Violation::new(
-                "spec.networkPolicy.allowedSources",
-                "must list at least one source (pods, namespaces or address blocks); without one \
-                 no client could connect",
-            ));
-        } else if sources.len() > MAX_ALLOWED_SOURCES {
-            violations.push(Violation::new(
-                "spec.networkPolicy.allowedSources",
-                format!(
-                    "{} sources exceed the limit of {MAX_ALLOWED_SOURCES}",
-                    sources.len()
-                ),
-            ));
-        }
+        check_sources(
+            "spec.networkPolicy.allowedSources",
+            policy.allowed_sources.as_deref(),
+            "must list at least one source (pods, namespaces or address blocks); without one no \
+             client could connect",
+            violations,
+        );
     }
     if let Some(shutdown) = &spec.graceful_shutdown {
         let delay = shutdown.pre_stop_delay_seconds.unwrap_or(0);
@@ -140,6 +132,28 @@ pub(super) fn check(
                 ),
             ));
         }
+    }
+}
+
+/// Checks a NetworkPolicy's list of peers: present and within [`MAX_ALLOWED_SOURCES`];
+/// `empty` says why an empty list is wrong.
+pub(super) fn check_sources(
+    field: &str,
+    sources: Option<&[NetworkPolicyPeer]>,
+    empty: &str,
+    violations: &mut Vec<Violation>,
+) {
+    let sources = sources.unwrap_or_default();
+    if sources.is_empty() {
+        violations.push(Violation::new(field, empty));
+    } else if sources.len() > MAX_ALLOWED_SOURCES {
+        violations.push(Violation::new(
+            field,
+            format!(
+                "{} sources exceed the limit of {MAX_ALLOWED_SOURCES}",
+                sources.len()
+            ),
+        ));
     }
 }
 

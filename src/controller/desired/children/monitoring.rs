@@ -9,15 +9,13 @@
 //! stats relay (`memcached-operator relay-stats`) on a Unix socket in a memory-backed volume of
 //! the pod, and the relay authenticates, over TLS when the server serves it.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, ResourceRequirements, SecurityContext, Volume,
-    VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::security::{self, TLS_DIR};
+use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{ClientAuth, DEFAULT_METRICS_PORT, Memcached, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::operator;
 use crate::sidecar::relay;
@@ -42,20 +40,6 @@ pub fn metrics_port(memcached: &Memcached) -> Option<i32> {
     Some(monitoring.port.unwrap_or(DEFAULT_METRICS_PORT))
 }
 
-/// A small request and an equal memory limit, for the sidecars from the operator's image and
-/// the exporter when nothing else is asked for.
-pub fn small_resources(cpu: &str, memory: &str) -> ResourceRequirements {
-    let memory = Quantity(memory.into());
-    ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_string(), Quantity(cpu.into())),
-            ("memory".to_string(), memory.clone()),
-        ])),
-        limits: Some(BTreeMap::from([("memory".to_string(), memory)])),
-        ..ResourceRequirements::default()
-    }
-}
-
 /// The exporter's and the relay's containers, and the relay's socket volume; nothing when
 /// monitoring is off. `port` is memcached's client port, `secret_mounts` the mounts of the
 /// TLS and authentication Secrets.
@@ -65,10 +49,11 @@ pub fn sidecars(
     secret_mounts: &[VolumeMount],
     security: SecurityContext,
 ) -> (Vec<Container>, Vec<Volume>) {
-    let Some(monitoring) = &memcached.spec.monitoring else {
+    let (Some(monitoring), Some(metrics_port)) =
+        (&memcached.spec.monitoring, metrics_port(memcached))
+    else {
         return (Vec::new(), Vec::new());
     };
-    let metrics_port = monitoring.port.unwrap_or(DEFAULT_METRICS_PORT);
     let tls = memcached.spec.tls.as_ref();
     let auth = memcached.spec.auth.is_some();
     let mut args = vec![format!("--web.listen-address=:{metrics_port}")];
@@ -107,7 +92,7 @@ pub fn sidecars(
             command: Some(vec![operator::BINARY_PATH.into()]),
             args: Some(relay_args),
             restart_policy: Some("Always".into()),
-            resources: Some(small_resources(
+            resources: Some(memory_bound(
                 security::REFRESHER_CPU,
                 security::REFRESHER_MEMORY,
             )),
@@ -150,7 +135,7 @@ pub fn sidecars(
             monitoring
                 .exporter_resources
                 .clone()
-                .unwrap_or_else(|| small_resources(EXPORTER_CPU, EXPORTER_MEMORY)),
+                .unwrap_or_else(|| memory_bound(EXPORTER_CPU, EXPORTER_MEMORY)),
         ),
         volume_mounts: (!exporter_mounts.is_empty()).then_some(exporter_mounts),
         security_context: Some(security),

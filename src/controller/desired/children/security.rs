@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
     Container, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 
-use super::monitoring::small_resources;
+use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{AUTH_FILE_KEY, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::operator;
 use crate::sidecar::{refresher, reloader};
@@ -108,7 +108,7 @@ pub fn refresher(
         command: Some(vec![operator::BINARY_PATH.into()]),
         args: Some(args),
         restart_policy: Some("Always".into()),
-        resources: Some(small_resources(REFRESHER_CPU, REFRESHER_MEMORY)),
+        resources: Some(memory_bound(REFRESHER_CPU, REFRESHER_MEMORY)),
         volume_mounts: Some(mounts.to_vec()),
         security_context: Some(security),
         ..Container::default()
@@ -134,7 +134,7 @@ pub fn reloader(
             format!("--auth-file={}", auth_file()),
         ]),
         restart_policy: Some("Always".into()),
-        resources: Some(small_resources(REFRESHER_CPU, REFRESHER_MEMORY)),
+        resources: Some(memory_bound(REFRESHER_CPU, REFRESHER_MEMORY)),
         volume_mounts: Some(
             mounts
                 .iter()
