@@ -1,0 +1,265 @@
+//! The children of a monitored Memcached, and of one whose certificate comes from an issuer.
+
+use super::secured::secured;
+use super::*;
+
+/// `secured()` with monitoring on.
+fn monitored(auth: bool) -> Memcached {
+    let mut object = secured();
+    if !auth {
+        object.spec.auth = None;
+    }
+    object.spec.monitoring = Some(crate::api::v1beta1::MonitoringSpec::default());
+    object.spec = default_spec(&object.spec, &Defaults::default());
+    object
+}
+
+fn sidecars_of(object: &Memcached) -> Vec<Container> {
+    desired_statefulset(object, Platform::Kubernetes)
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|pod| pod.init_containers)
+        .unwrap_or_default()
+}
+
+#[test]
+fn children_of_a_monitored_memcached_match_the_golden_files() {
+    let object = monitored(true);
+    golden(
+        "monitored-statefulset",
+        &desired_statefulset(&object, Platform::Kubernetes),
+    );
+    golden("monitored-service", &desired_service(&object));
+}
+
+#[test]
+fn with_authentication_the_exporter_reads_through_the_stats_relay() {
+    let object = monitored(true);
+    let sidecars = sidecars_of(&object);
+    let names: Vec<&str> = sidecars.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["cert-refresher", "auth-reloader", "stats-relay", "exporter"]
+    );
+    let (relay, exporter) = (&sidecars[2], &sidecars[3]);
+    assert_eq!(relay.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(exporter.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        relay.args.clone().unwrap_or_default(),
+        [
+            "relay-stats",
+            "--listen=/run/stats-relay/stats.sock",
+            "--auth-file=/etc/memcached/auth/authfile",
+            "--port=11211",
+            "--cert-dir=/etc/memcached/tls",
+        ]
+    );
+    assert_eq!(
+        exporter.args.clone().unwrap_or_default(),
+        [
+            "--web.listen-address=:9150",
+            "--memcached.address=/run/stats-relay/stats.sock"
+        ]
+    );
+    // The exporter sees the socket only, never the Secrets.
+    let mounts: Vec<&str> = exporter
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    assert_eq!(mounts, ["/run/stats-relay"]);
+    assert_eq!(
+        exporter.image.as_deref(),
+        Some(crate::operator::DEFAULT_EXPORTER_IMAGE)
+    );
+    assert_eq!(
+        relay.image.as_deref(),
+        Some(crate::operator::own_image().as_str())
+    );
+}
+
+#[test]
+fn without_authentication_the_exporter_speaks_tls_itself() {
+    let object = monitored(false);
+    let sidecars = sidecars_of(&object);
+    let names: Vec<&str> = sidecars.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["cert-refresher", "exporter"]);
+    // clientAuth Require: the Secret's certificate is the exporter's client certificate.
+    assert_eq!(
+        sidecars[1].args.clone().unwrap_or_default(),
+        [
+            "--web.listen-address=:9150",
+            "--memcached.address=127.0.0.1:11211",
+            "--memcached.tls.enable",
+            "--memcached.tls.insecure-skip-verify",
+            "--memcached.tls.cert-file=/etc/memcached/tls/tls.crt",
+            "--memcached.tls.key-file=/etc/memcached/tls/tls.key",
+        ]
+    );
+    let mut plain = minimal();
+    plain.spec.monitoring = Some(crate::api::v1beta1::MonitoringSpec {
+        port: Some(9200),
+        ..Default::default()
+    });
+    let sidecars = sidecars_of(&plain);
+    assert_eq!(sidecars.len(), 1);
+    assert_eq!(
+        sidecars[0].args.clone().unwrap_or_default(),
+        [
+            "--web.listen-address=:9200",
+            "--memcached.address=127.0.0.1:11211"
+        ]
+    );
+    assert_eq!(sidecars[0].volume_mounts, None);
+}
+
+#[test]
+fn the_metrics_port_is_on_the_service_and_open_to_the_metrics_sources_only() {
+    use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
+    let mut object = monitored(true);
+    let ports: Vec<(Option<String>, i32)> = desired_service(&object)
+        .spec
+        .and_then(|s| s.ports)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.name, p.port))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            (Some("memcache".into()), 11211),
+            (Some("memcache-plain".into()), 11212),
+            (Some("metrics".into()), 9150)
+        ]
+    );
+    let clients = vec![NetworkPolicyPeer {
+        ip_block: Some(k8s_openapi::api::networking::v1::IPBlock {
+            cidr: "10.1.0.0/16".into(),
+            except: None,
+        }),
+        ..NetworkPolicyPeer::default()
+    }];
+    let scrapers = vec![NetworkPolicyPeer {
+        namespace_selector: Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    "kubernetes.io/metadata.name".into(),
+                    "monitoring".into(),
+                )])),
+                match_expressions: None,
+            },
+        ),
+        ..NetworkPolicyPeer::default()
+    }];
+    object.spec.network_policy = Some(crate::api::v1beta1::NetworkPolicySpec {
+        allowed_sources: Some(clients.clone()),
+        metrics_sources: Some(scrapers.clone()),
+    });
+    let rules = network::desired_network_policy(&object)
+        .and_then(|p| p.spec)
+        .and_then(|s| s.ingress)
+        .expect("ingress rules");
+    assert_eq!(rules.len(), 2);
+    assert_eq!(rules[0].from, Some(clients));
+    assert_eq!(rules[1].from, Some(scrapers));
+    let metrics: Vec<_> = rules[1]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.clone())
+        .collect();
+    assert_eq!(metrics, [Some(IntOrString::Int(9150))]);
+}
+
+#[test]
+fn an_issuer_gets_a_certificate_for_every_server_s_names_into_the_tls_secret() {
+    use crate::api::v1beta1::IssuerRef;
+    assert!(certificate::desired_certificate(&secured()).is_none());
+    let mut object = secured();
+    object.spec.tls.as_mut().expect("TLS").issuer_ref = Some(IssuerRef {
+        name: "cache-ca".into(),
+        kind: None,
+        group: None,
+    });
+    let certificate = certificate::desired_certificate(&object).expect("a Certificate");
+    assert_eq!(certificate.metadata.name.as_deref(), Some("secured"));
+    assert_eq!(certificate.metadata.labels, Some(labels(&object)));
+    assert!(certificate.metadata.owner_references.is_some());
+    let spec = certificate.spec;
+    assert_eq!(spec.secret_name, "secured-tls");
+    assert_eq!(
+        (
+            spec.issuer_ref.name.as_str(),
+            spec.issuer_ref.kind.as_str(),
+            spec.issuer_ref.group.as_str()
+        ),
+        ("cache-ca", "Issuer", "cert-manager.io")
+    );
+    assert!(
+        spec.dns_names
+            .contains(&"*.secured.default.svc".to_string()),
+        "{:?}",
+        spec.dns_names
+    );
+    assert!(
+        spec.dns_names
+            .contains(&"secured.default.svc.cluster.local".to_string())
+    );
+    // The sidecars present it as a client certificate.
+    assert!(spec.usages.contains(&"client auth".to_string()));
+    assert_eq!(spec.private_key.rotation_policy, "Always");
+    let value =
+        serde_json::to_value(certificate::desired_certificate(&object)).expect("serialises");
+    assert_eq!(value["apiVersion"], "cert-manager.io/v1");
+    assert_eq!(value["kind"], "Certificate");
+}
+
+#[test]
+fn the_openshift_service_ca_is_asked_by_the_service_s_annotation() {
+    let mut object = secured();
+    assert_eq!(desired_service(&object).metadata.annotations, None);
+    let tls = object.spec.tls.as_mut().expect("TLS");
+    tls.openshift_service_ca = Some(true);
+    tls.client_auth = Some(crate::api::v1beta1::ClientAuth::None);
+    assert_eq!(
+        desired_service(&object).metadata.annotations,
+        Some(BTreeMap::from([(
+            "service.beta.openshift.io/serving-cert-secret-name".to_string(),
+            "secured-tls".to_string()
+        )]))
+    );
+}
+
+#[test]
+fn a_service_monitor_scrapes_the_metrics_port_of_the_memcached_s_service() {
+    let mut object = monitored(true);
+    assert!(service_monitor::desired_service_monitor(&object).is_none());
+    object
+        .spec
+        .monitoring
+        .as_mut()
+        .expect("monitoring")
+        .service_monitor = Some(crate::api::v1beta1::ServiceMonitorSpec {
+        interval: Some("30s".into()),
+        scrape_timeout: None,
+        labels: Some(BTreeMap::from([("release".into(), "prometheus".into())])),
+    });
+    let monitor = service_monitor::desired_service_monitor(&object).expect("a ServiceMonitor");
+    let value = serde_json::to_value(&monitor).expect("serialises");
+    assert_eq!(value["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(value["kind"], "ServiceMonitor");
+    assert_eq!(value["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(
+        value["spec"]["selector"]["matchLabels"],
+        serde_json::to_value(selector_labels(&object)).expect("labels")
+    );
+    assert_eq!(
+        value["spec"]["namespaceSelector"]["matchNames"],
+        serde_json::json!(["default"])
+    );
+    assert_eq!(
+        value["spec"]["endpoints"],
+        serde_json::json!([{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}])
+    );
+}
