@@ -25,6 +25,9 @@ use crate::operator;
 pub struct Applied {
     /// The StatefulSet as the cache or the apply has it now; `None` when it is not known yet.
     pub statefulset: Option<CachedStatefulSet>,
+    /// The StatefulSet was written moments ago, at its desired state, and the cache has yet to
+    /// see it: nothing can be said of it until its watch event, which wakes the Memcached again.
+    pub statefulset_unseen: bool,
     /// The changes made, for the Event.
     pub changes: Vec<Change>,
     /// The first write that failed.
@@ -107,12 +110,14 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
     let failure = [svc.map(drop), pdb, policy, cert, monitor]
         .into_iter()
         .find_map(Result::err);
+    let statefulset_unseen = matches!(sts, Ok(None));
     let (statefulset, failure) = match sts {
         Ok(sts) => (sts, failure),
         Err(error) => (None, Some(error)),
     };
     Applied {
         statefulset,
+        statefulset_unseen,
         changes,
         failure,
         unavailable,

@@ -32,6 +32,7 @@ pub async fn report(
     let name = object.name_any();
     let Applied {
         statefulset,
+        statefulset_unseen,
         changes,
         failure,
         unavailable,
@@ -63,6 +64,7 @@ pub async fn report(
         effective,
         &Observed {
             statefulset,
+            statefulset_unseen,
             ready_ordinals,
         },
         problem.as_ref(),

@@ -196,8 +196,9 @@ fn unchanged<K: Resource + Clone + PartialEq>(old: Option<&K>, new: &K) -> bool 
 ///
 /// An added or modified object wakes if `wakes(cached, new)` finds a change that matters
 /// against the one cached before it (during a re-list, the cache still holds the previous
-/// list). A deleted object always wakes. Each event is shown to `records` first, for the
-/// controller's records of that kind to forget what was deleted or is listed again.
+/// list), judged once the cache holds the new one. A deleted object always wakes. Each event
+/// is shown to `records` first, for the controller's records of that kind to forget what was
+/// deleted or is listed again.
 fn reflect<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     mut writer: Writer<K>,
@@ -212,15 +213,23 @@ where
     events
         .try_filter_map(move |event| {
             records(&event);
+            let before = match &event {
+                watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                    reader.get(&ObjectRef::from(object))
+                }
+                _ => None,
+            };
+            // The cache takes the event before `wakes` judges it: a reconcile running on
+            // another thread meanwhile must not find a record `wakes` ends (the stand-in of a
+            // status written) gone while the cache still holds the version before it.
+            writer.apply_watcher_event(&event);
             let woken = match &event {
                 watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                    let cached = reader.get(&ObjectRef::from(object));
-                    wakes(cached.as_deref(), object).then(|| object.clone())
+                    wakes(before.as_deref(), object).then(|| object.clone())
                 }
                 watcher::Event::Delete(object) => Some(object.clone()),
                 watcher::Event::Init | watcher::Event::InitDone => None,
             };
-            writer.apply_watcher_event(&event);
             future::ready(Ok(woken))
         })
         .boxed()

@@ -189,3 +189,44 @@ fn only_a_change_beyond_the_resource_version_counts() {
     ));
     assert!(!unchanged(Some(&pod), &later));
 }
+
+#[tokio::test]
+async fn a_change_is_judged_once_the_cache_holds_it() {
+    let stored = testdata("stored-memcached.json");
+    let mut before: Memcached = serde_json::from_value(stored).expect("decodes");
+    before.metadata.resource_version = Some("1".into());
+    let mut after = before.clone();
+    after.metadata.resource_version = Some("2".into());
+    let writer = Writer::<Memcached>::default();
+    let reader = writer.as_reader();
+    let events = futures::stream::iter([
+        Ok(watcher::Event::Apply(before)),
+        Ok(watcher::Event::Apply(after)),
+    ]);
+    let judged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = judged.clone();
+    let woken: Vec<_> = reflect(
+        events,
+        writer,
+        |_| {},
+        move |old: Option<&Memcached>, new: &Memcached| {
+            let cached = reader.get(&ObjectRef::from(new)).expect("cached");
+            seen.lock().expect("lock").push((
+                old.and_then(|o| o.metadata.resource_version.clone()),
+                cached.metadata.resource_version.clone(),
+            ));
+            true
+        },
+    )
+    .collect()
+    .await;
+    assert_eq!(woken.len(), 2);
+    assert_eq!(
+        *judged.lock().expect("lock"),
+        [
+            (None, Some("1".to_string())),
+            (Some("1".to_string()), Some("2".to_string()))
+        ],
+        "each event is judged against the version before it, with the cache already holding it"
+    );
+}

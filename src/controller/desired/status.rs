@@ -35,6 +35,8 @@ pub enum Problem {
 pub struct Observed {
     /// The StatefulSet, if it exists.
     pub statefulset: Option<CachedStatefulSet>,
+    /// The StatefulSet was written moments ago and the cache has yet to see it.
+    pub statefulset_unseen: bool,
     /// Ordinals of the pods that are Ready.
     pub ready_ordinals: Vec<i32>,
 }
@@ -100,6 +102,13 @@ pub fn desired_status(
     now: &Time,
 ) -> MemcachedStatus {
     let generation = memcached.metadata.generation;
+    // A StatefulSet the cache has yet to see would read as none at all, taking a status that
+    // says more back to "Creating"; its watch event wakes the Memcached again soon.
+    if observed.statefulset_unseen && observed.statefulset.is_none() && problem.is_none() {
+        if let Some(previous) = &memcached.status {
+            return previous.clone();
+        }
+    }
     let previous = memcached.status.clone().unwrap_or_default();
     let desired = memcached.spec.replicas.unwrap_or(DEFAULT_REPLICAS);
     let sts_status = observed

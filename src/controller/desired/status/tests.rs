@@ -49,6 +49,7 @@ fn get<'a>(status: &'a MemcachedStatus, kind: &str) -> &'a Condition {
 fn all_servers_ready_is_available_and_not_progressing() {
     let observed = Observed {
         statefulset: Some(statefulset(3, 3, true)),
+        statefulset_unseen: false,
         ready_ordinals: vec![2, 0, 1],
     };
     let status = desired_status(&object(3), &observed, None, &at(100));
@@ -76,6 +77,7 @@ fn all_servers_ready_is_available_and_not_progressing() {
 fn servers_list_only_ready_pods_in_order() {
     let observed = Observed {
         statefulset: Some(statefulset(3, 3, true)),
+        statefulset_unseen: false,
         ready_ordinals: vec![2, 0, 7],
     };
     let status = desired_status(&object(3), &observed, None, &at(100));
@@ -98,15 +100,54 @@ fn a_missing_statefulset_is_progressing_and_unavailable() {
 }
 
 #[test]
+fn a_statefulset_written_but_not_yet_cached_keeps_the_status_as_it_was() {
+    let mut object = object(2);
+    let written = Observed {
+        statefulset: Some(statefulset(2, 0, false)),
+        statefulset_unseen: false,
+        ready_ordinals: vec![],
+    };
+    let rolling_out = desired_status(&object, &written, None, &at(100));
+    assert_eq!(get(&rolling_out, PROGRESSING).reason, "RollingOut");
+    object.status = Some(rolling_out.clone());
+
+    let unseen = Observed {
+        statefulset_unseen: true,
+        ..Observed::default()
+    };
+    assert_eq!(
+        desired_status(&object, &unseen, None, &at(101)),
+        rolling_out,
+        "not taken back to Creating"
+    );
+    let failed = Problem::ReconcileFailed("the Service: forbidden".into());
+    let status = desired_status(&object, &unseen, Some(&failed), &at(101));
+    assert_eq!(
+        get(&status, DEGRADED).reason,
+        "ReconcileFailed",
+        "a failure is still said"
+    );
+    object.status = None;
+    let first = desired_status(&object, &unseen, None, &at(101));
+    assert_eq!(
+        get(&first, PROGRESSING).reason,
+        "Creating",
+        "with no status yet"
+    );
+}
+
+#[test]
 fn an_outdated_statefulset_is_rolling_out() {
     let observed = Observed {
         statefulset: Some(statefulset(3, 1, true)),
+        statefulset_unseen: false,
         ready_ordinals: vec![0, 1, 2],
     };
     let status = desired_status(&object(3), &observed, None, &at(100));
     assert_eq!(get(&status, PROGRESSING).reason, "RollingOut");
     let observed = Observed {
         statefulset: Some(statefulset(3, 3, false)),
+        statefulset_unseen: false,
         ready_ordinals: vec![0, 1, 2],
     };
     assert_eq!(
@@ -136,6 +177,7 @@ fn an_invalid_spec_is_degraded_with_the_webhook_message() {
 fn transition_times_move_only_when_a_status_flips() {
     let ready = Observed {
         statefulset: Some(statefulset(1, 1, true)),
+        statefulset_unseen: false,
         ready_ordinals: vec![0],
     };
     let mut object = object(1);
@@ -149,6 +191,7 @@ fn transition_times_move_only_when_a_status_flips() {
     );
     let not_ready = Observed {
         statefulset: Some(statefulset(1, 1, true)),
+        statefulset_unseen: false,
         ready_ordinals: vec![],
     };
     let flipped = desired_status(&object, &not_ready, None, &at(300));
@@ -187,6 +230,7 @@ fn zero_replicas_is_scaled_to_zero() {
         &object(0),
         &Observed {
             statefulset: Some(statefulset(0, 0, true)),
+            statefulset_unseen: false,
             ready_ordinals: vec![],
         },
         None,
