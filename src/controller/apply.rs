@@ -224,7 +224,12 @@ where
     if exists {
         take_over_created_fields(owner, &memcached, &api, created).await?;
     }
-    let apply = PatchParams::apply(operator::NAME).force();
+    // Field validation off: the apply is serialised from typed structs, so it carries no
+    // unknown or duplicate field, and the server's default (Warn) would parse every apply
+    // body a second time, as YAML, for Warning headers that kube's client does not read.
+    let apply = PatchParams::apply(operator::NAME)
+        .force()
+        .validation_ignore();
     let applied = api
         .patch(&name, &apply, &Patch::Apply(&desired))
         .await
