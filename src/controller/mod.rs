@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use thiserror::Error;
 use tracing::warn;
@@ -219,10 +219,11 @@ pub async fn run_controller(
     }
 }
 
-/// What one run of the controller shares: the process's context, the caches of children this
-/// run fills, what it knows of its children and the statuses it has just written.
+/// What one run of the controller shares: the process's context, the caches this run fills,
+/// what it knows of its children and the statuses it has just written.
 pub struct Run {
     context: Arc<Context>,
+    memcacheds: Store<Memcached>,
     children: Children,
     known: Arc<KnownChildren>,
     stand_in: Arc<StatusStandIn>,
@@ -241,6 +242,7 @@ async fn controller(
     let resync = sweep::sweep(memcacheds.clone(), RESYNC);
     let run = Arc::new(Run {
         context,
+        memcacheds: memcacheds.clone(),
         children,
         known,
         stand_in,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 
 use super::apply::{Applied, apply};
@@ -49,6 +50,15 @@ async fn reconcile_one(object: &Memcached, run: &Run) -> Result<Action, Error> {
     // Judging a child from a cache still being filled would re-create what exists.
     run.children.listed().await;
     let written = run.stand_in.status(&object.metadata);
+    // With no status standing in, the cache's latest version: `object` was taken when the
+    // reconcile started, perhaps before the echo of a status write that has since ended the
+    // stand-in (the cache takes an echo before the stand-in ends).
+    let latest = if written.is_some() {
+        None
+    } else {
+        run.memcacheds.get(&ObjectRef::from(object))
+    };
+    let object = latest.as_deref().unwrap_or(object);
     let desired::Plan {
         effective,
         children,
