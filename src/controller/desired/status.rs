@@ -104,10 +104,12 @@ pub fn desired_status(
     let generation = memcached.metadata.generation;
     // A StatefulSet the cache has yet to see would read as none at all, taking a status that
     // says more back to "Creating"; its watch event wakes the Memcached again soon.
-    if observed.statefulset_unseen && observed.statefulset.is_none() && problem.is_none() {
-        if let Some(previous) = &memcached.status {
-            return previous.clone();
-        }
+    if observed.statefulset_unseen
+        && observed.statefulset.is_none()
+        && problem.is_none()
+        && let Some(previous) = &memcached.status
+    {
+        return previous.clone();
     }
     let previous = memcached.status.clone().unwrap_or_default();
     let desired = memcached.spec.replicas.unwrap_or(DEFAULT_REPLICAS);
