@@ -29,6 +29,9 @@
 # status is reported too.
 # Writes target/bench/controller.json and prints a summary.
 #
+# KEEP_LOGS=DIR keeps the control plane's logs (the audit log among them) and the operator's in
+# DIR, for a post-mortem.
+#
 # Usage: [OPERATOR_ARGS="--max-concurrent-reconciles=2"] hack/bench-controller.sh [N]
 set -euo pipefail
 
@@ -57,6 +60,9 @@ cleanup() {
     echo "bench-controller: the operator exited with status $? on SIGTERM" >&2
   fi
   "$ROOT/hack/control-plane.sh" stop >/dev/null 2>&1
+  if [[ -n "${KEEP_LOGS:-}" ]]; then
+    mkdir -p "$KEEP_LOGS" && cp -r "$CONTROL_PLANE_DIR/logs" "$CONTROL_PLANE_DIR/operator.log" "$KEEP_LOGS/"
+  fi
   rm -rf "$CONTROL_PLANE_DIR"
 }
 trap cleanup EXIT
@@ -228,6 +234,9 @@ operator_pid=$!
 until curl -fsS "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; do sleep 0.1; done
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$operator_pid/status"; }
+# CPU ticks (user + system) a process has used so far: the operator's, or the API server's.
+ticks_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+apiserver_pid=$(cat "$CONTROL_PLANE_DIR/run/kube-apiserver.pid")
 hwm() { awk '/^VmHWM:/ {print $2}' "/proc/$operator_pid/status"; }
 # What the resident memory is made of: anonymous (heap, stacks), file-backed (the binary's own
 # pages) in KiB, and the operator's threads, as JSON.
@@ -297,6 +306,7 @@ sleep "$STEADY_SECONDS"
 baseline_to=$(date +%s.%N)
 
 start=$(date +%s.%N)
+apiserver_ticks_start=$(ticks_of "$apiserver_pid")
 # Past SETTLE_LIMIT (default 3600 s) after the create, the bench fails (below).
 settle_deadline=$(( ${start%.*} + ${SETTLE_LIMIT:-3600} ))
 kubectl create -f "$CONTROL_PLANE_DIR/objects.json" >/dev/null
@@ -311,7 +321,10 @@ reconciled() {
   local reported statefulsets
   reported=$(awk '$2 != "<none>" {print $1}' "$CONTROL_PLANE_DIR/reported.watch" | sort -u | wc -l)
   statefulsets=$(sort -u "$CONTROL_PLANE_DIR/statefulsets.watch" | wc -l)
-  [[ -z "$workloads_at" ]] && (( statefulsets >= N )) && workloads_at=$(date +%s.%N)
+  if [[ -z "$workloads_at" ]] && (( statefulsets >= N )); then
+    workloads_at=$(date +%s.%N)
+    apiserver_ticks_workloads=$(ticks_of "$apiserver_pid")
+  fi
   (( reported >= N && statefulsets >= N ))
 }
 until reconciled; do
@@ -348,6 +361,8 @@ while true; do
 done
 kill $watches 2>/dev/null || true
 quiet_at=$(date +%s.%N)
+apiserver_ticks_quiet=$(ticks_of "$apiserver_pid")
+operator_ticks_quiet=$(ticks_of "$operator_pid")
 first_pass_reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
 settled_rss=$(rss)
 settled_parts=$(parts)
@@ -357,18 +372,22 @@ steady_rss=$(rss)
 peak_hwm=$(hwm)
 requests_summary=$(requests summary "$N" "$STEADY_SECONDS" "$baseline_from" "$baseline_to" "$start" "$quiet_at" "$steady_to")
 reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
-cpu_ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
+cpu_ticks=$(ticks_of "$operator_pid")
 ticks_per_second=$(getconf CLK_TCK)
 
 mkdir -p "$(dirname "$OUT")"
 python3 - "$N" "$start" "$created" "$done_at" "$idle_rss" "$peak" "$peak_hwm" "$settled_rss" \
   "$reconciliations" "$cpu_ticks" "$ticks_per_second" "$scrape_summary" "$steady_rss" \
   "$requests_summary" "$quiet_at" "$first_pass_reconciliations" "$cold_create_seconds" \
-  "$baseline_seconds" "$idle_parts" "$settled_parts" "$workloads_at" "$reported_at" >"$OUT" <<'PY'
+  "$baseline_seconds" "$idle_parts" "$settled_parts" "$workloads_at" "$reported_at" \
+  "$operator_ticks_quiet" "$apiserver_ticks_start" "$apiserver_ticks_workloads" \
+  "$apiserver_ticks_quiet" "$STEADY_SECONDS" >"$OUT" <<'PY'
 import json, sys
 (n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes, steady, requests,
  quiet, first_recs, cold_alone, alone, idle_parts, settled_parts,
- workloads, reported) = sys.argv[1:]
+ workloads, reported, ticks_quiet, api_start, api_workloads, api_quiet,
+ steady_seconds) = sys.argv[1:]
+seconds = lambda since, until: round((int(until) - int(since)) / int(hz), 2)
 create = float(created) - float(start)
 alone = float(alone)
 print(json.dumps({
@@ -390,6 +409,15 @@ print(json.dumps({
     "rss_parts": {"idle": json.loads(idle_parts), "settled": json.loads(settled_parts)},
     "reconciliations": int(float(recs or 0)),
     "cpu_seconds": round(int(ticks) / int(hz), 2),
+    # The steady window: what the periodic resync costs (it wakes every object once per
+    # 300 s, reading caches only) when the window is at least that long.
+    "steady_seconds": int(steady_seconds),
+    "steady_reconciliations": int(float(recs or 0)) - int(float(first_recs or 0)),
+    "steady_cpu_seconds": seconds(ticks_quiet, ticks),
+    # The API server's CPU, everyone's requests included, from the first create until every
+    # workload exists, and until the first pass has settled.
+    "apiserver_cpu_seconds_to_workloads": seconds(api_start, api_workloads),
+    "apiserver_cpu_seconds_first_pass": seconds(api_start, api_quiet),
     "metrics_scrapes": json.loads(scrapes),
     "api_requests": json.loads(requests),
 }, indent=2))
