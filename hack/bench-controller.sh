@@ -165,7 +165,13 @@ elif command == "summary":
 PY
 requests() { python3 "$CONTROL_PLANE_DIR/requests.py" "$1" "$AUDIT_LOG" "${@:2}"; }
 kubectl apply --server-side -f "$ROOT/bundle/manifests/cache.f2367556.dev_memcacheds.yaml" >/dev/null
-kubectl wait --for condition=Established --timeout 30s crd/memcacheds.cache.f2367556.dev >/dev/null
+# Retried: `kubectl wait` fails at once, rather than waiting, on a CRD whose status has no
+# conditions yet.
+for try in $(seq 30); do
+  kubectl wait --for condition=Established --timeout 1s crd/memcacheds.cache.f2367556.dev >/dev/null 2>&1 && break
+  ((try < 30)) || { echo "bench-controller: the Memcached CRD was not Established in 30 s" >&2; exit 1; }
+  sleep 1
+done
 
 # The same N objects for a namespace: `objects NAMESPACE > FILE`.
 objects() {
