@@ -51,18 +51,26 @@ clippy:
 ## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
 ## cert-manager (deploy), through the real OLM (olm), and the node's own (node); then that
-## the control planes' stops left nothing on the machine.
+## the control planes' stops left nothing on the machine. The suites leave a core idle most of
+## the time: the operator's release binary (which deploy's images hold) and, under make test,
+## what validate and fuzz-smoke build (BUILD_AHEAD) are built beside them at idle priority
+## (hack/background.sh).
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
+	hack/background.sh start operator-binary hack/images.sh operator-binary
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
+	hack/background.sh wait operator-binary
+	@[ -z '$(BUILD_AHEAD)' ] || hack/background.sh start ahead bash -c '$(BUILD_AHEAD)'
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored
 	@echo "hack/node.sh leftovers  # what the real nodes' control planes left on this machine"
 	@hack/node.sh leftovers || { echo "hack/control-plane.sh stop left the above behind"; exit 1; }
+	hack/background.sh wait ahead
 
 ## test: everything CI runs.
+test: BUILD_AHEAD = hack/tools.sh cargo-fuzz operator-sdk hadolint && hack/fuzz.sh build
 test: lint deny test-rust validate fuzz-smoke
 
 ## deny: licenses, banned and duplicate crates, crate sources, and security advisories when

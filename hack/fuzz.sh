@@ -3,6 +3,8 @@
 # how many inputs each executed.
 #
 # Usage: hack/fuzz.sh SECONDS TARGET...
+#        hack/fuzz.sh build         only build the targets (make test does so beside its
+#                                   end-to-end suites)
 #
 # Each target starts from its committed seeds (fuzz/corpus/TARGET) and its past crashes
 # (fuzz/regressions/TARGET), which libFuzzer runs first, so a regression fails at once. New
@@ -28,7 +30,10 @@ CARGO_FUZZ="${CARGO_FUZZ:-$ROOT/.tools/bin/cargo-fuzz}"
 read -r -a BUILD_FLAGS <<<"${FUZZ_BUILD_FLAGS:---sanitizer none --codegen-units 16}"
 export RUSTC_BOOTSTRAP=1
 
-(($# >= 2)) || { echo "usage: hack/fuzz.sh SECONDS TARGET..." >&2; exit 2; }
+if [[ "${1:-}" == build && $# -eq 1 ]]; then
+  exec "$CARGO_FUZZ" build "${BUILD_FLAGS[@]}"
+fi
+(($# >= 2)) || { echo "usage: hack/fuzz.sh SECONDS TARGET... | hack/fuzz.sh build" >&2; exit 2; }
 seconds="$1"
 shift
 
