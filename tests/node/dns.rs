@@ -37,10 +37,15 @@ pub async fn memcached_answers_by_the_names_in_its_status_through_cluster_dns(en
         // nslookup asks for the name as written; a resolver (nc's) tries the pod's search
         // domains first, as every client does with a name of fewer than five dots. So the
         // address is looked up the resolver's way, then nc connects by the name itself.
+        // A pod's record follows its Service's EndpointSlice (kube-controller-manager, then
+        // CoreDNS's watch), which can trail the Ready condition the status is written from
+        // on a busy node: the lookup is tried for up to 30 s before nc uses the name.
         script.push_str(&format!(
             "echo \"== {server}\"\n\
+             for try in $(seq 30); do found=; \
              for domain in $(sed -n 's/^search //p' /etc/resolv.conf); do \
-             nslookup {host}.$domain && break; done\n\
+             nslookup {host}.$domain && {{ found=1; break; }}; done; \
+             [ -n \"$found\" ] && break; echo \"try $try: not resolved yet\"; sleep 1; done\n\
              printf 'set key{i} 0 0 6\\r\\nvalue{i}\\r\\nget key{i}\\r\\nquit\\r\\n' | nc -w 5 {host} {port}\n"
         ));
     }
