@@ -9,7 +9,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run olm test lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
+.PHONY: help build run olm test test-under-load lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
 help:
@@ -68,6 +68,12 @@ test-rust: test-tools
 	@echo "hack/node.sh leftovers  # what the real nodes' control planes left on this machine"
 	@hack/node.sh leftovers || { echo "hack/control-plane.sh stop left the above behind"; exit 1; }
 	hack/background.sh wait ahead
+
+## test-under-load: every suite of test-rust (unit, integration, e2e, deploy, olm, node) while
+## one stress-ng CPU worker per core competes at normal priority (hack/under-load.sh), to
+## show that no wait measures the machine's speed.
+test-under-load: test-tools
+	hack/under-load.sh $(MAKE) --no-print-directory test-rust
 
 ## test: everything CI runs.
 test: BUILD_AHEAD = hack/tools.sh cargo-fuzz operator-sdk hadolint && hack/fuzz.sh build

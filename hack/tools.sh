@@ -51,6 +51,8 @@
 #                 local cluster pulls (hack/images.sh; podman is the container tool of
 #                 operator-sdk's multiarch validator in `make validate`); apt-get, like
 #                 memcached
+#   load          Debian's stress-ng, the competing CPU load of `make test-under-load`
+#                 (hack/under-load.sh); apt-get, like memcached
 # Each Go tool is built from a wrapper module hack/TOOL/ whose go.mod pins the version and
 # whose go.sum pins every checksum (see the comment in each go.mod for why not `go install`).
 #
@@ -76,7 +78,7 @@ BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
 ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
-SYSTEM_TOOLS=(memcached node images)
+SYSTEM_TOOLS=(memcached node images load)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
 OLM_CRDS="$TOOLS/olm/crds"
 # Where the openshift-api tool puts the APIServer CRD, and which file of the module it is.
@@ -139,7 +141,7 @@ module_of() {
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
-    hadolint | cargo-fuzz | cargo-deny | memcached | node | images) echo "" ;;
+    hadolint | cargo-fuzz | cargo-deny | memcached | node | images | load) echo "" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]} ${SYSTEM_TOOLS[*]})" ;;
   esac
 }
@@ -157,7 +159,7 @@ version_of() {
       if command -v memcached >/dev/null; then memcached -V | awk '{ print $2 }'; else echo debian; fi
       return
       ;;
-    node | images)
+    node | images | load)
       # Not pinned: whatever Debian ships (runc 1.1.5, buildah 1.28 in bookworm).
       echo debian
       return
@@ -186,7 +188,7 @@ is_installed() {
   local tool="$1" bin
   case "$tool" in
     memcached) command -v memcached >/dev/null; return ;;
-    node | images)
+    node | images | load)
       local cmd
       for cmd in $(commands_of "$tool"); do
         [[ -x "$cmd" ]] || command -v "$cmd" >/dev/null || return 1
@@ -385,6 +387,7 @@ packages_of() {
     memcached) echo memcached ;;
     node) echo runc containernetworking-plugins iptables conntrack ;;
     images) echo buildah skopeo podman docker-registry catatonit busybox-static musl-tools ;;
+    load) echo stress-ng ;;
   esac
 }
 commands_of() {
@@ -392,6 +395,7 @@ commands_of() {
     memcached) echo memcached ;;
     node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables conntrack ;;
     images) echo buildah skopeo podman docker-registry catatonit /bin/busybox musl-gcc ;;
+    load) echo stress-ng ;;
   esac
 }
 

@@ -25,8 +25,9 @@ use memcached_operator::tls::profile::TlsSettings;
 use memcached_operator::webhook::server::DEFAULT_MAX_REQUEST_BYTES;
 
 /// Serves, at `/NAME`, the bytes of each file `NAME` of `responses`, over TLS with the
-/// certificate in `cert_dir`, on `port` of 127.0.0.1, until killed.
-pub fn serve(cert_dir: &Path, responses: &Path, port: u16) {
+/// certificate in `cert_dir`, on a port of 127.0.0.1 of the kernel's choosing, whose address
+/// it prints on a line of its own once it listens, until killed.
+pub fn serve(cert_dir: &Path, responses: &Path) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -79,8 +80,10 @@ pub fn serve(cert_dir: &Path, responses: &Path, port: u16) {
                 Duration::from_secs(10),
             ));
 
-        let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
+        let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .expect("bind the echo port");
+        let address = listener.local_addr().expect("the echo port's address");
+        println!("{address}");
         listener.set_nonblocking(true).expect("non-blocking");
         let mut server =
             axum_server::from_tcp_rustls(listener, RustlsConfig::from_config(Arc::new(tls)))

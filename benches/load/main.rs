@@ -7,7 +7,7 @@
 //! `BENCH_WARM_UP_SECONDS` (default 0.3) of unrecorded warm-up. `BENCH_ONLY=NAME` runs only
 //! the payloads whose name starts with NAME (e.g. `validate`), and skips start-up and
 //! `generate`, and writes `results-NAME.{json,md}`: handy while profiling. Invoked as
-//! `load echo-server CERT_DIR RESPONSES PORT`, the binary is the echo server instead.
+//! `load echo-server CERT_DIR RESPONSES`, the binary is the echo server instead.
 
 mod echo;
 mod generator;
@@ -102,14 +102,10 @@ fn results_dir() -> PathBuf {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("echo-server") {
-        let [_, _, cert_dir, responses, port] = &args[..] else {
-            panic!("usage: load echo-server CERT_DIR RESPONSES PORT");
+        let [_, _, cert_dir, responses] = &args[..] else {
+            panic!("usage: load echo-server CERT_DIR RESPONSES");
         };
-        echo::serve(
-            Path::new(cert_dir),
-            Path::new(responses),
-            port.parse().expect("a port"),
-        );
+        echo::serve(Path::new(cert_dir), Path::new(responses));
         return;
     }
     let duration = seconds_from_env("BENCH_SECONDS", 1.5);
@@ -289,13 +285,12 @@ fn cpu_time(pid: u32) -> Duration {
 
 /// Time from spawning `webhooks` to `/readyz` answering 200, in milliseconds.
 fn start_up_ms(cert_root: &Path) -> f64 {
-    let ports = servers::Ports::free();
     let started = Instant::now();
-    let mut child = servers::spawn_operator(cert_root, &ports);
-    let ready = servers::wait_ready(ports.probe, Duration::from_secs(10));
+    let mut spawned = servers::spawn_operator(cert_root);
+    let ready = servers::wait_ready(spawned.probe, Duration::from_secs(120));
     let elapsed = started.elapsed();
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = spawned.child.kill();
+    let _ = spawned.child.wait();
     ready.expect("the webhooks become ready");
     elapsed.as_secs_f64() * 1000.0
 }

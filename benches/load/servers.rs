@@ -1,14 +1,14 @@
-//! Starts the servers under test as child processes on free loopback ports (known before
-//! they start, so start-up is timed from the first instant), and tells when they are ready.
+//! Starts the servers under test as child processes on loopback ports they choose themselves
+//! (port 0), reads the addresses they report, and tells when they are ready. Start-up is
+//! timed from the spawn, the reading of those addresses included.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::ports::free_port;
-use testkit::process::RELATED_IMAGE;
+use testkit::process::{RELATED_IMAGE, listener_of};
 use testkit::procfs;
 
 /// The release build of the operator, built by cargo for this benchmark.
@@ -53,39 +53,31 @@ impl Drop for Process {
     }
 }
 
-/// Ports of a `memcached-operator webhooks` process.
-pub struct Ports {
+/// A `memcached-operator webhooks` process and where it listens.
+pub struct Spawned {
+    /// The process.
+    pub child: Child,
     /// The TLS webhook listener.
-    pub webhook: u16,
+    pub webhook: SocketAddr,
     /// `/readyz`.
-    pub probe: u16,
-    /// `/metrics`.
-    pub metrics: u16,
+    pub probe: SocketAddr,
 }
 
-impl Ports {
-    /// Three free ports.
-    pub fn free() -> Ports {
-        Ports {
-            webhook: free_port(),
-            probe: free_port(),
-            metrics: free_port(),
-        }
-    }
-}
-
-/// Starts `memcached-operator webhooks --cert-root ROOT` on `ports`, logging JSON at the
-/// default level (`info`) to nowhere, as in a cluster; its metrics are plain HTTP, since no API
-/// server reviews callers here.
-pub fn spawn_operator(cert_root: &Path, ports: &Ports) -> Child {
-    Command::new(OPERATOR)
+/// Starts `memcached-operator webhooks --cert-root ROOT`, every listener on a port of its
+/// choosing, logging JSON at the default level (`info`), as in a cluster; its metrics are
+/// plain HTTP, since no API server reviews callers here. Returns once it has logged where its
+/// webhooks and probes listen; the rest of its log is read and dropped.
+pub fn spawn_operator(cert_root: &Path) -> Spawned {
+    let mut child = Command::new(OPERATOR)
         .args(["webhooks", "--bind-address", "127.0.0.1"])
-        .arg("--webhook-port")
-        .arg(ports.webhook.to_string())
-        .arg("--probe-port")
-        .arg(ports.probe.to_string())
-        .arg("--metrics-port")
-        .arg(ports.metrics.to_string())
+        .args([
+            "--webhook-port",
+            "0",
+            "--probe-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ])
         .arg("--metrics-secure=false")
         .arg("--cert-root")
         .arg(cert_root)
@@ -93,52 +85,78 @@ pub fn spawn_operator(cert_root: &Path, ports: &Ports) -> Child {
         .env("RELATED_IMAGE_MEMCACHED", RELATED_IMAGE)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("start memcached-operator webhooks")
+        .expect("start memcached-operator webhooks");
+    let stdout = child.stdout.take().expect("its stdout is piped");
+    let (mut webhook, mut probe) = (None, None);
+    let mut lines = BufReader::new(stdout);
+    let mut line = String::new();
+    while webhook.is_none() || probe.is_none() {
+        line.clear();
+        let read = lines.read_line(&mut line).expect("read the operator's log");
+        assert!(read > 0, "the operator exited before logging its listeners");
+        let entry = serde_json::from_str(&line).unwrap_or(serde_json::Value::Null);
+        match listener_of(&entry) {
+            Some((server, address)) if server == "webhooks" => webhook = Some(address),
+            Some((server, address)) if server == "probes" => probe = Some(address),
+            _ => {}
+        }
+    }
+    drain(lines);
+    Spawned {
+        child,
+        webhook: webhook.expect("the webhooks' address"),
+        probe: probe.expect("the probes' address"),
+    }
+}
+
+/// Reads and drops the rest of a child's output, so that it never blocks on a full pipe.
+fn drain(mut output: BufReader<ChildStdout>) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut output, &mut std::io::sink());
+    });
 }
 
 /// Starts the operator's webhooks and waits until `/readyz` answers 200.
 pub fn start_operator(cert_root: &Path) -> Process {
-    let ports = Ports::free();
-    let child = spawn_operator(cert_root, &ports);
-    wait_ready(ports.probe, Duration::from_secs(10)).expect("the webhooks become ready");
+    let spawned = spawn_operator(cert_root);
+    wait_ready(spawned.probe, Duration::from_secs(120)).expect("the webhooks become ready");
     Process {
-        child,
-        address: SocketAddr::from(([127, 0, 0, 1], ports.webhook)),
+        child: spawned.child,
+        address: spawned.webhook,
     }
 }
 
-/// Starts this benchmark's own binary as the TLS echo server and waits until it accepts.
+/// Starts this benchmark's own binary as the TLS echo server, which binds a port of its
+/// choosing and prints its address once it accepts.
 pub fn start_echo(cert_dir: &Path, responses: &Path) -> Process {
-    let port = free_port();
-    let child = Command::new(std::env::current_exe().expect("the benchmark binary"))
+    let mut child = Command::new(std::env::current_exe().expect("the benchmark binary"))
         .arg("echo-server")
         .arg(cert_dir)
         .arg(responses)
-        .arg(port.to_string())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start the echo server");
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
-    let started = Instant::now();
-    while TcpStream::connect(address).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the echo server listens within 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut lines = BufReader::new(child.stdout.take().expect("its stdout is piped"));
+    let mut line = String::new();
+    lines
+        .read_line(&mut line)
+        .expect("read the echo server's address");
+    let address = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the echo server printed {line:?}, not its address"));
+    drain(lines);
     Process { child, address }
 }
 
-/// Polls `GET /readyz` on `port` until it answers 200; returns how long that took.
-pub fn wait_ready(port: u16, within: Duration) -> Result<Duration, String> {
+/// Polls `GET /readyz` at `address` until it answers 200; returns how long that took.
+pub fn wait_ready(address: SocketAddr, within: Duration) -> Result<Duration, String> {
     let started = Instant::now();
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
     loop {
         if readyz(address) == Some(200) {
             return Ok(started.elapsed());

@@ -16,8 +16,9 @@ use tokio_rustls::TlsConnector;
 use crate::client::trust_anchors;
 use crate::pki::{Leaf, serial_of};
 
-/// How long one exchange with a server may take.
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one exchange with a server may take before it counts as failed: generous, so
+/// that only a server that does not answer fails, not a busy machine.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}

@@ -17,8 +17,15 @@ const RSA_PKCS1: &str = include_str!("../keys/rsa.pkcs1.pem");
 const EC_PKCS8: &str = include_str!("../keys/ec.pkcs8.pem");
 const EC_SEC1: &str = include_str!("../keys/ec.sec1.pem");
 
-/// The names a serving certificate is valid for unless a test says otherwise.
-pub const LOOPBACK_NAMES: [&str; 2] = ["localhost", "127.0.0.1"];
+/// The names a serving certificate is valid for unless a test says otherwise: `localhost`,
+/// `127.0.0.1` and this process's own loopback address ([`crate::loopback::own_address`]).
+pub fn loopback_names() -> Vec<String> {
+    vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        crate::loopback::own_address().to_string(),
+    ]
+}
 
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1000);
 
@@ -80,7 +87,7 @@ impl Ca {
         }
     }
 
-    /// A serving certificate for [`LOOPBACK_NAMES`] with a key in `form`.
+    /// A serving certificate for [`loopback_names`] with a key in `form`.
     ///
     /// # Panics
     /// If rcgen cannot read one of the fixed keys or sign, which never happens.
@@ -96,7 +103,7 @@ impl Ca {
         };
         let key = KeyPair::from_pem(&signing_pem)
             .unwrap_or_else(|error| panic!("rcgen cannot read the {form:?} test key: {error}"));
-        self.sign(&key, served_key_pem, serving_params(&LOOPBACK_NAMES))
+        self.sign(&key, served_key_pem, serving_params(&loopback_names()))
     }
 
     /// A serving certificate (fresh EC key) for exactly `names`, which may leave out the
@@ -110,11 +117,11 @@ impl Ca {
         self.sign(&key, pem, serving_params(names))
     }
 
-    /// A serving certificate for [`LOOPBACK_NAMES`] that expired at the end of 2020.
+    /// A serving certificate for [`loopback_names`] that expired at the end of 2020.
     pub fn expired_serving(&self) -> Leaf {
         let key = fresh_key();
         let pem = key.serialize_pem();
-        let mut params = serving_params(&LOOPBACK_NAMES);
+        let mut params = serving_params(&loopback_names());
         params.not_before = rcgen::date_time_ymd(2020, 1, 1);
         params.not_after = rcgen::date_time_ymd(2021, 1, 1);
         self.sign(&key, pem, params)
@@ -137,10 +144,10 @@ fn fresh_key() -> KeyPair {
     KeyPair::generate().unwrap_or_else(|error| panic!("cannot generate an EC test key: {error}"))
 }
 
-fn serving_params(names: &[&str]) -> CertificateParams {
+fn serving_params<S: AsRef<str>>(names: &[S]) -> CertificateParams {
     let names = names
         .iter()
-        .map(|name| name.to_string())
+        .map(|name| name.as_ref().to_string())
         .collect::<Vec<_>>();
     let mut params = CertificateParams::new(names.clone())
         .unwrap_or_else(|error| panic!("not valid certificate names {names:?}: {error}"));

@@ -25,14 +25,29 @@ use crate::procfs;
 /// (`RELATED_IMAGE_MEMCACHED`).
 pub const RELATED_IMAGE: &str = "registry.example/memcached:1.6.39";
 
-/// How long a started process may take to log the addresses of its listeners.
-const BIND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a started process may take to log the addresses of its listeners: a bound on a
+/// wait for log lines, generous for a machine whose cores are busy with other work.
+const BIND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A generous bound on a wait for `/readyz` to answer 200, for [`Server::wait_ready`].
+pub const READY_WITHIN: Duration = Duration::from_secs(120);
 
 /// The log line the operator writes for each listener it has bound.
 const LISTENING: &str = "listening";
 
 /// The flag that makes the operator serve its metrics over plain HTTP to anyone.
 pub const METRICS_INSECURE: &str = "--metrics-secure=false";
+
+/// The listener a JSON log line of the operator says it bound, if it is such a line: the
+/// server's name (`webhooks`, `probes`, `metrics`) and its address.
+pub fn listener_of(entry: &Value) -> Option<(String, SocketAddr)> {
+    if entry["message"] != LISTENING {
+        return None;
+    }
+    let server = entry["server"].as_str()?.to_string();
+    let address = entry["address"].as_str()?.parse().ok()?;
+    Some((server, address))
+}
 
 /// The operator binary a test crate was built with.
 #[derive(Clone, Copy, Debug)]
@@ -127,7 +142,7 @@ impl OperatorBinary {
     ///
     /// # Panics
     /// If the binary cannot be started, or does not log every listener in `listeners` within
-    /// 10 s.
+    /// 120 s; the message shows its last log lines.
     pub async fn start(&self, args: &[String], env: &[(&str, &str)], listeners: &[&str]) -> Server {
         let mut command = Command::new(self.path);
         command
@@ -153,12 +168,8 @@ impl OperatorBinary {
             while let Ok(Some(line)) = lines.next_line().await {
                 // A line that is not JSON is kept as a string, and fails the tests that look.
                 let entry = serde_json::from_str::<Value>(&line).unwrap_or(Value::String(line));
-                if entry["message"] == LISTENING {
-                    let server = entry["server"].as_str().unwrap_or_default().to_string();
-                    let address = entry["address"].as_str().and_then(|a| a.parse().ok());
-                    if let Some(address) = address {
-                        addresses_tx.send_modify(|found| found.push((server, address)));
-                    }
+                if let Some(listener) = listener_of(&entry) {
+                    addresses_tx.send_modify(|found| found.push(listener));
                 }
                 if let Ok(mut logs) = sink.lock() {
                     logs.push(entry);
@@ -169,30 +180,34 @@ impl OperatorBinary {
             BIND_TIMEOUT,
             addresses.wait_for(|found| found.len() == listeners.len()),
         )
-        .await;
+        .await
+        .map(|waited| waited.map(|found| found.clone()));
+        let last_lines = || {
+            logs.lock()
+                .map(|logs| {
+                    let skip = logs.len().saturating_sub(10);
+                    logs[skip..]
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default()
+        };
         let found = match bound {
-            Ok(Ok(found)) => found.clone(),
-            Ok(Err(_)) => {
-                // The reader dropped the sender after its last line: every line is kept.
-                let said = logs
-                    .lock()
-                    .map(|logs| {
-                        let skip = logs.len().saturating_sub(10);
-                        logs[skip..]
-                            .iter()
-                            .map(Value::to_string)
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    })
-                    .unwrap_or_default();
-                panic!(
-                    "{} exited before logging its listeners {listeners:?}; its last log lines:\n{said}",
-                    self.path
-                )
-            }
+            Ok(Ok(found)) => found,
+            // The reader dropped the sender after its last line: every line is kept.
+            Ok(Err(_)) => panic!(
+                "{} exited before logging its listeners {listeners:?}; its last log lines:\n{}",
+                self.path,
+                last_lines()
+            ),
             Err(_) => panic!(
-                "{} did not log its listeners {listeners:?} within {BIND_TIMEOUT:?}",
-                self.path
+                "{} did not log its listeners {listeners:?} within {BIND_TIMEOUT:?}; it logged \
+                 {:?}; its last log lines:\n{}",
+                self.path,
+                addresses.borrow().clone(),
+                last_lines()
             ),
         };
         let address = |name: &str| {
@@ -282,17 +297,25 @@ impl Server {
     /// Waits until `/readyz` answers 200, and returns how long that took.
     ///
     /// # Panics
-    /// If it does not within `within`; the message shows the last log lines.
+    /// If it does not within `within`; the message shows the last answer and the last log
+    /// lines.
     pub async fn wait_ready(&self, within: Duration) -> Duration {
         let start = Instant::now();
+        let mut last = String::from("no answer yet");
         while start.elapsed() < within {
-            if let Ok((200, _)) = client::plain_get(self.probes, "/readyz").await {
-                return start.elapsed();
+            match client::plain_get(self.probes, "/readyz").await {
+                Ok((200, _)) => return start.elapsed(),
+                Ok((status, body)) => {
+                    last = format!("{status} {}", String::from_utf8_lossy(&body).trim());
+                }
+                Err(error) => last = error.to_string(),
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!(
-            "not ready within {within:?}; its last log lines:\n{}",
+            "/readyz on {} did not answer 200 within {within:?}; its last answer: {last}; the \
+             process's last log lines:\n{}",
+            self.probes,
             self.last_logs(20)
         );
     }

@@ -109,18 +109,86 @@ where
     conclusion.exit();
 }
 
-/// Polls `check` until it returns `Some`, or panics naming `what` after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+/// What one look of [`eventually`] found: the awaited value, or not yet, with what was seen
+/// instead when the check can say (`Result<T, E>` with a displayable `E`; `Option<T>` says
+/// nothing more).
+pub trait Look<T> {
+    /// `Ok` with the awaited value, or `Err` with what was seen instead, if anything.
+    fn seen(self) -> Result<T, Option<String>>;
+}
+
+impl<T> Look<T> for Option<T> {
+    fn seen(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T, E: std::fmt::Display> Look<T> for Result<T, E> {
+    fn seen(self) -> Result<T, Option<String>> {
+        self.map_err(|seen| Some(seen.to_string()))
+    }
+}
+
+/// Polls `check` until it finds what is awaited, or panics after `within` naming `what` and
+/// what the last look saw instead. A wait on an event, not a measure of the machine's speed:
+/// `within` is a generous bound for a run on a loaded machine.
+pub async fn eventually<T, L, F, Fut>(what: &str, within: Duration, mut check: F) -> T
 where
+    L: Look<T>,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
+    Fut: std::future::Future<Output = L>,
 {
     let start = Instant::now();
+    let mut last = None;
     loop {
-        if let Some(value) = check().await {
-            return value;
+        match check().await.seen() {
+            Ok(value) => return value,
+            Err(seen) => last = seen.or(last),
         }
-        assert!(start.elapsed() < within, "{what}: not within {within:?}");
+        if start.elapsed() >= within {
+            match last {
+                Some(seen) => panic!("{what}: not within {within:?}; last seen: {seen}"),
+                None => panic!("{what}: not within {within:?}"),
+            }
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wait_that_expires_names_what_it_saw_last() {
+        let mut looks = 0;
+        let waited = tokio::spawn(async move {
+            eventually("three", Duration::from_millis(300), || {
+                looks += 1;
+                let seen = looks;
+                async move { Err::<(), _>(format!("{seen} looks")) }
+            })
+            .await
+        })
+        .await;
+        let panic = waited.expect_err("the wait expires").into_panic();
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            message.starts_with("three: not within 300ms; last seen: "),
+            "{message}"
+        );
+        assert!(message.ends_with(" looks"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_wait_returns_what_it_awaited() {
+        let mut looks = 0;
+        let found = eventually("the third look", Duration::from_secs(60), || {
+            looks += 1;
+            let seen = looks;
+            async move { (seen == 3).then_some(seen) }
+        })
+        .await;
+        assert_eq!(found, 3);
     }
 }

@@ -4,7 +4,7 @@
 //! the conversion webhook too.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -26,6 +26,7 @@ pub struct Tally {
 /// A running writer loop.
 pub struct Writer {
     stop: Arc<AtomicBool>,
+    attempts: Arc<AtomicU64>,
     handle: JoinHandle<Tally>,
 }
 
@@ -65,6 +66,8 @@ impl Writer {
         let alpha: Api<v1alpha1::Memcached> = Api::namespaced(client.clone(), namespace);
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
+        let attempts = Arc::new(AtomicU64::new(0));
+        let counted = attempts.clone();
         let name = name.to_string();
         let handle = tokio::spawn(async move {
             let mut tally = Tally::default();
@@ -82,6 +85,7 @@ impl Writer {
                         .map(|_| ())
                 };
                 tally.attempts += 1;
+                counted.store(tally.attempts, Ordering::Relaxed);
                 if let Err(error) = written {
                     tally.failures.push((Instant::now(), error.to_string()));
                 }
@@ -89,7 +93,30 @@ impl Writer {
             }
             tally
         });
-        Writer { stop, handle }
+        Writer {
+            stop,
+            attempts,
+            handle,
+        }
+    }
+
+    /// Waits until the loop has attempted `more` writes beyond those it had when called: a
+    /// window of writes counted in writes, not in seconds.
+    ///
+    /// # Panics
+    /// If it has not within two minutes (the loop writes every 50 ms when the API server
+    /// answers).
+    pub async fn wait_for_writes(&self, more: u64) {
+        let target = self.attempts.load(Ordering::Relaxed) + more;
+        let started = Instant::now();
+        while self.attempts.load(Ordering::Relaxed) < target {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "the writer made {} of {more} writes in 120 s",
+                more + self.attempts.load(Ordering::Relaxed) - target
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Stops the loop and returns what it did.

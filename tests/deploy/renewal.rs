@@ -37,8 +37,8 @@ use crate::install::{certificates, condition};
 /// Concurrent writers during a renewal: enough that the API server keeps several connections
 /// to the webhooks and makes new ones while the certificate changes.
 const WRITERS: usize = 8;
-/// How long the writers go on after the new serial is served everywhere.
-const AFTER: Duration = Duration::from_secs(3);
+/// How many more writes each writer makes after the new serial is served everywhere.
+const WRITES_AFTER: u64 = 40;
 /// How often the timeline looks.
 const POLL: Duration = Duration::from_millis(50);
 /// How long cainjector is held still once the Secret holds the renewed certificate: long
@@ -278,9 +278,14 @@ async fn measured_renewal(env: &Env, scenario: &str, hold_cainjector: bool) -> M
     let restarted = restarts(&pods);
     let namespace = env.create_namespace(scenario).await;
     let writers = start_writers(env, &namespace).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    futures::future::join_all(writers.iter().map(|writer| writer.wait_for_writes(10))).await;
     let timeline = follow_renewal(env, &pods, &before, hold_cainjector).await;
-    tokio::time::sleep(AFTER).await;
+    futures::future::join_all(
+        writers
+            .iter()
+            .map(|writer| writer.wait_for_writes(WRITES_AFTER)),
+    )
+    .await;
     let tally = stop_writers(writers).await;
 
     let after = env.operator_pods().await;

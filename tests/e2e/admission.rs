@@ -19,6 +19,8 @@ use testkit::repository;
 
 use crate::cluster::{Env, eventually, kubectl};
 
+const WAIT: Duration = Duration::from_secs(60);
+
 fn defaults() -> Defaults {
     Defaults::with_related_image(Some(RELATED_IMAGE.to_string()))
 }
@@ -234,7 +236,7 @@ pub async fn deletion_protection_blocks_delete_until_the_annotation_is_removed(e
     api.delete("protected", &DeleteParams::default())
         .await
         .expect("now deletable");
-    eventually("the object is gone", Duration::from_secs(20), || async {
+    eventually("the object is gone", WAIT, || async {
         api.get_opt("protected")
             .await
             .expect("get")

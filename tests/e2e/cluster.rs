@@ -5,6 +5,7 @@
 //! real `APIServer` CRD (from `hack/tools.sh openshift-api`), so that the operator finds the
 //! API of the cluster's TLS profile as on OpenShift.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,9 +23,9 @@ use memcached_packager::monitoring::METRICS_READER_ROLE_NAME;
 use testkit::cert_layout::{self, Layout};
 use testkit::control_plane::ControlPlane;
 use testkit::direct_wiring::{InstallArgs, install};
+use testkit::loopback;
 use testkit::pki::{Ca, KeyForm};
-use testkit::ports::free_port;
-use testkit::process::{OperatorBinary, Server};
+use testkit::process::{OperatorBinary, READY_WITHIN, Server};
 use testkit::repository;
 use tokio::sync::Mutex;
 
@@ -36,6 +37,14 @@ pub const OPERATOR_NAMESPACE: &str = "memcached-operator-system";
 
 /// The ServiceAccount whose token scrapes the metrics, as Prometheus's would.
 pub const SCRAPER: &str = "metrics-scraper";
+
+/// The webhook port, as in the operator's Deployment: on this process's own loopback address
+/// and outside the kernel's ephemeral range, so that no other socket is ever given it.
+const WEBHOOK_PORT: u16 = operator::WEBHOOK_PORT;
+
+/// A generous bound on the waits of the set-up: for the API server to serve a CRD, to
+/// authorise a binding.
+const WAIT: Duration = Duration::from_secs(120);
 
 /// OpenShift's `APIServer` CRD, as `hack/tools.sh openshift-api` copies it out of
 /// github.com/openshift/api.
@@ -50,8 +59,11 @@ pub struct Env {
     pub ca: Ca,
     /// The OLM-style certificate root the operator reads.
     pub cert_root: tempfile::TempDir,
-    /// The fixed webhook port (so the wiring survives restarts).
-    pub webhook_port: u16,
+    /// Where every operator started here serves its webhooks and the wiring points, for the
+    /// suite's whole life (so the wiring survives restarts, as OLM's Service does): a fixed
+    /// port on this process's own loopback address ([`loopback::fixed`]). While no operator
+    /// runs, nothing listens there and connections are refused.
+    webhook: SocketAddr,
     /// The running operator, if any.
     pub operator: Mutex<Option<Server>>,
     /// The scraper's token: every operator started here scrapes its metrics with it.
@@ -74,11 +86,12 @@ impl Env {
             &leaf.cert_pem,
             &leaf.key_pem,
         );
+        let webhook = loopback::fixed(WEBHOOK_PORT)?;
         let mut env = Env {
             client,
             ca,
             cert_root,
-            webhook_port: free_port(),
+            webhook,
             operator: Mutex::new(None),
             metrics_token: String::new(),
             plane,
@@ -93,26 +106,34 @@ impl Env {
         Ok(env)
     }
 
-    /// Starts the operator (`run`, webhooks on the fixed port) with `cert_root`, waits until
-    /// it is ready, and keeps it as the running operator.
+    /// Where the API server calls the webhooks.
+    pub fn webhook_address(&self) -> SocketAddr {
+        self.webhook
+    }
+
+    /// Starts the operator (`run`, webhooks at [`Env::webhook_address`]) with `cert_root`,
+    /// waits until it is ready, and keeps it as the running operator.
     pub async fn start_operator(&self, cert_root: &Path) {
         let server = self.spawn_operator(cert_root, &[]).await;
-        server.wait_ready(Duration::from_secs(20)).await;
+        server.wait_ready(READY_WITHIN).await;
         *self.operator.lock().await = Some(server);
     }
 
-    /// Starts another operator process without waiting for it to be ready.
+    /// Starts another operator process without waiting for it to be ready: its listeners
+    /// are bound, the webhooks' (unless `--webhooks=false`) at [`Env::webhook_address`], the
+    /// others on ports of its choosing.
     pub async fn spawn_operator(&self, cert_root: &Path, flags: &[&str]) -> Server {
         let webhooks = !flags.contains(&"--webhooks=false");
         let port = if webhooks {
-            self.webhook_port.to_string()
+            self.webhook.port().to_string()
         } else {
             "0".into()
         };
+        let address = self.webhook.ip().to_string();
         let mut args: Vec<String> = [
             "run",
             "--bind-address",
-            "127.0.0.1",
+            &address,
             "--webhook-port",
             &port,
             "--probe-port",
@@ -201,24 +222,20 @@ impl Env {
             Err(error) => return Err(format!("cannot create the APIServer CRD: {error}")),
         }
         let client = self.client.clone();
-        eventually(
-            "apiservers.config.openshift.io is served",
-            Duration::from_secs(30),
-            || {
-                let client = client.clone();
-                async move {
-                    let resources = client
-                        .list_api_group_resources("config.openshift.io/v1")
-                        .await
-                        .ok()?;
-                    resources
-                        .resources
-                        .iter()
-                        .any(|r| r.name == "apiservers")
-                        .then_some(())
-                }
-            },
-        )
+        eventually("apiservers.config.openshift.io is served", WAIT, || {
+            let client = client.clone();
+            async move {
+                let resources = client
+                    .list_api_group_resources("config.openshift.io/v1")
+                    .await
+                    .ok()?;
+                resources
+                    .resources
+                    .iter()
+                    .any(|r| r.name == "apiservers")
+                    .then_some(())
+            }
+        })
         .await;
         Ok(())
     }
@@ -281,7 +298,7 @@ impl Env {
         let user = format!("system:serviceaccount:{namespace}:{name}");
         eventually(
             &format!("{user} may get {}", operator::METRICS_PATH),
-            Duration::from_secs(30),
+            WAIT,
             || async { self.may_read_metrics(&user).await.then_some(()) },
         )
         .await;
@@ -313,7 +330,7 @@ impl Env {
     pub async fn stop_operator(&self) {
         if let Some(mut server) = self.operator.lock().await.take() {
             server.terminate();
-            server.exit_status(Duration::from_secs(30)).await;
+            server.exit_status(READY_WITHIN).await;
         }
     }
 
@@ -330,7 +347,7 @@ impl Env {
             .map_err(|e| format!("cannot write {}: {e}", ca_file.display()))?;
         let args = InstallArgs {
             bundle: repository::root().join("bundle/manifests"),
-            url: format!("https://127.0.0.1:{}", self.webhook_port),
+            url: format!("https://{}", self.webhook),
             ca_file,
             namespace: OPERATOR_NAMESPACE.to_string(),
         };
@@ -338,25 +355,21 @@ impl Env {
             .await
             .map_err(|e| format!("cannot install the CRD and the webhook wiring: {e}"))?;
         // The CRD must be served before the first scenario writes to it.
-        eventually(
-            "the Memcached CRD is served",
-            Duration::from_secs(30),
-            || async {
-                let api: Api<memcached_operator::api::v1beta1::Memcached> =
-                    Api::all(self.client.clone());
-                api.list(&Default::default()).await.ok().map(|_| ())
-            },
-        )
+        eventually("the Memcached CRD is served", WAIT, || async {
+            let api: Api<memcached_operator::api::v1beta1::Memcached> =
+                Api::all(self.client.clone());
+            api.list(&Default::default()).await.map(|_| ())
+        })
         .await;
         Ok(())
     }
 
     /// Stops the running operator and starts it again with `flags`, on the same certificate
-    /// root and port, waiting until it is ready.
+    /// root and address, waiting until it is ready.
     pub async fn restart_operator(&self, flags: &[&str]) {
         self.stop_operator().await;
         let server = self.spawn_operator(self.cert_root.path(), flags).await;
-        server.wait_ready(Duration::from_secs(20)).await;
+        server.wait_ready(READY_WITHIN).await;
         *self.operator.lock().await = Some(server);
     }
 

@@ -687,7 +687,18 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         (list.items.len() == 2).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Settled once the status has taken the StatefulSet controller's report of the pods.
+    eventually("the status counts the two pods", WAIT, || async {
+        let memcached = api.get("cache").await.map_err(|e| e.to_string())?;
+        let status = memcached.status.unwrap_or_default();
+        if status.replicas == Some(2) && status.observed_generation == memcached.metadata.generation
+        {
+            Ok(())
+        } else {
+            Err(format!("status {status:?}"))
+        }
+    })
+    .await;
     let versions = || async {
         let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
         let svc: Api<Service> = Api::namespaced(env.client.clone(), &namespace);

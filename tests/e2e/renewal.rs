@@ -36,7 +36,7 @@ const CERT_SECRET: &str = "e2e-serving-cert";
 
 /// The serial the webhook port presents to a client that trusts `ca`.
 async fn served_serial(env: &Env, ca: &Ca) -> Option<String> {
-    let address = std::net::SocketAddr::from(([127, 0, 0, 1], env.webhook_port));
+    let address = env.webhook_address();
     TlsClient::new(address, &ca.pem)
         .post("/convert", "{}")
         .await
@@ -125,7 +125,7 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
     let served = async {
         eventually(
             "the renewed certificate is served",
-            Duration::from_secs(15),
+            Duration::from_secs(120),
             || async { (served_serial(env, to).await? == leaf.serial).then_some(()) },
         )
         .await;

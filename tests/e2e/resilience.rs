@@ -14,7 +14,7 @@ use serde_json::json;
 use testkit::cert_layout::{self, Layout};
 use testkit::client::TlsClient;
 use testkit::pki::KeyForm;
-use testkit::process::Server;
+use testkit::process::{READY_WITHIN, Server};
 
 use crate::cluster::{Env, OPERATOR_NAMESPACE, eventually};
 
@@ -26,7 +26,7 @@ fn memcached(name: &str) -> Memcached {
 
 /// The serial of the certificate the webhook port presents now.
 async fn served_serial(env: &Env) -> String {
-    let address = std::net::SocketAddr::from(([127, 0, 0, 1], env.webhook_port));
+    let address = env.webhook_address();
     let answer = TlsClient::new(address, &env.ca.pem)
         .post("/convert", "{}")
         .await
@@ -141,7 +141,7 @@ pub async fn leadership_passes_to_the_other_replica_on_sigterm(env: Arc<Env>) {
     let second: Server = env
         .spawn_operator(env.cert_root.path(), &["--webhooks=false"])
         .await;
-    second.wait_ready(Duration::from_secs(20)).await;
+    second.wait_ready(READY_WITHIN).await;
     {
         let guard = env.operator.lock().await;
         let first = guard.as_ref().expect("the operator runs");
@@ -159,11 +159,9 @@ pub async fn leadership_passes_to_the_other_replica_on_sigterm(env: Arc<Env>) {
     let mut first = env.operator.lock().await.take().expect("the operator runs");
     let stopped_at = Instant::now();
     first.terminate();
-    eventually(
-        "the second replica takes over",
-        Duration::from_secs(20),
-        || async { leads(&second.metrics().await).then_some(()) },
-    )
+    eventually("the second replica takes over", WAIT, || async {
+        leads(&second.metrics().await).then_some(())
+    })
     .await;
     println!(
         "the second replica led {:?} after SIGTERM to the first",
@@ -221,16 +219,34 @@ pub async fn a_lost_lease_stops_reconciling_within_the_lease_duration(env: Arc<E
         )
         .await
         .expect("the lease is taken");
-    // The operator was started with a 6 s lease.
-    eventually(
-        "the operator stops leading",
-        Duration::from_secs(6),
-        || async { (!leads(&leader_metrics().await)).then_some(()) },
+    // The operator was started with a 6 s lease: it must stop before the other holder's
+    // lease could have expired unrenewed, by its own clock (this machine's, as the lease's).
+    let stopped = eventually(
+        "the operator logs that it stopped reconciling",
+        WAIT,
+        || async {
+            let guard = env.operator.lock().await;
+            let operator = guard.as_ref().expect("the operator runs");
+            operator
+                .logs_containing("stopped reconciling: no longer the leader")
+                .iter()
+                .filter_map(|entry| entry["timestamp"].as_str()?.parse::<jiff::Timestamp>().ok())
+                .find(|at| *at >= now.0)
+        },
     )
     .await;
+    let after = stopped.duration_since(now.0);
     println!(
-        "stopped reconciling {:?} after losing the lease",
+        "stopped reconciling {after:?} after losing the lease (seen by the test {:?} after)",
         taken_at.elapsed()
+    );
+    assert!(
+        after < jiff::SignedDuration::from_secs(6),
+        "the operator reconciled {after:?} after another replica took the 6 s lease"
+    );
+    assert!(
+        !leads(&leader_metrics().await),
+        "the operator still says it leads"
     );
     // The other holder never renews: once its lease expires, the operator takes over again.
     eventually(

@@ -153,9 +153,9 @@ async fn scrape(address: SocketAddr) -> Result<String, String> {
         }
         Ok(body.to_string())
     };
-    tokio::time::timeout(Duration::from_secs(10), exchange)
+    tokio::time::timeout(Duration::from_secs(60), exchange)
         .await
-        .map_err(|_| format!("{address}: no answer within 10 s"))?
+        .map_err(|_| format!("{address}: no answer within 60 s"))?
 }
 
 /// The value of the sample named exactly `series` (name and labels as the exposition writes

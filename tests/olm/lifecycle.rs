@@ -127,7 +127,7 @@ pub async fn olm_rotates_the_certificate_under_continuous_writes(env: Arc<Env>) 
         .and_then(|m| m.annotations)
         .and_then(|a| a.get("olmcahash").cloned());
     let writer = Writer::start(&env.client, &namespace, "written").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    writer.wait_for_writes(20).await;
 
     // OLM rotates when the Secret no longer holds a valid CA (install/certresources.go,
     // shouldRotateCerts): take the CA away, as a corrupted or hand-edited Secret would.
@@ -191,7 +191,7 @@ pub async fn olm_rotates_the_certificate_under_continuous_writes(env: Arc<Env>) 
     let succeeded = started.elapsed();
     let settled_at = ca_switch_settled(&env).await;
     // Writes go on a little after the last old pod has gone.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    writer.wait_for_writes(30).await;
     let tally = writer.stop().await;
     eprintln!(
         "figures: OLM rotation: new serial {new_serial} issued {:.1} s after the CA was taken away, \

@@ -47,13 +47,13 @@ async fn exchange(address: &str, request: &str, end: &str) -> String {
     stream.write_all(request.as_bytes()).await.expect("write");
     let mut answer = Vec::new();
     let mut buffer = [0u8; 4096];
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !String::from_utf8_lossy(&answer).ends_with(end) {
         assert!(
             Instant::now() < deadline,
             "{address}: no {end:?} in {answer:?}"
         );
-        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
+        let read = tokio::time::timeout(Duration::from_secs(60), stream.read(&mut buffer))
             .await
             .unwrap_or_else(|_| panic!("{address}: no answer to {request:?}"))
             .expect("read");

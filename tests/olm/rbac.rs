@@ -84,9 +84,7 @@ pub async fn with_one_rule_removed_the_check_finds_forbidden(env: Arc<Env>) {
     })
     .await;
     operator.terminate();
-    operator
-        .exit_status(std::time::Duration::from_secs(20))
-        .await;
+    operator.exit_status(testkit::process::READY_WITHIN).await;
     assert!(
         found.iter().any(|line| line.contains("statefulsets")),
         "the refusal names the missing rule's resource: {found:?}"

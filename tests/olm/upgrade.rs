@@ -106,7 +106,7 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
     let catalog = release_image(dir.path(), NEXT, "catalog");
 
     let writer = Writer::start(&env.client, &namespace, "written-through-upgrade").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    writer.wait_for_writes(20).await;
 
     // The CatalogSource pointed at the next release's catalog image.
     let started = Instant::now();
@@ -168,7 +168,7 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
     .await;
     let rolled = started.elapsed();
     let settled_at = crate::lifecycle::ca_switch_settled(&env).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    writer.wait_for_writes(30).await;
     let tally = writer.stop().await;
 
     let mut after = stored_specs(&env, &namespace);

@@ -12,10 +12,13 @@ use tempfile::TempDir;
 use testkit::cert_layout::{self, KubeletVolume, Layout, olm_root};
 use testkit::client::TlsClient;
 use testkit::pki::{Ca, KeyForm};
-use testkit::process::{Certs, Server};
+use testkit::process::{Certs, READY_WITHIN, Server};
 use testkit::reviews::{self, admission, memcached, path};
 
 use crate::OPERATOR;
+
+/// A generous bound on a wait for the server to act on a change of its files.
+const WAIT: Duration = Duration::from_secs(120);
 
 fn validate_body() -> Bytes {
     let object = memcached("sessions", json!({"replicas": 3}));
@@ -25,7 +28,7 @@ fn validate_body() -> Bytes {
 /// Starts a server on `root`, waits until ready, and checks it presents `serial`.
 async fn assert_serves(certs: Certs<'_>, ca: &Ca, serial: &str) -> Server {
     let server = OPERATOR.webhooks(certs, &[]).await;
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
     let answer = TlsClient::new(server.webhook, &ca.pem)
         .post(path(WebhookKind::Validating), validate_body())
         .await
@@ -140,7 +143,7 @@ async fn a_chain_is_served_whole() {
         &leaf.key_pem,
     );
     let server = OPERATOR.webhooks(Certs::Root(root.path()), &[]).await;
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
     // The client trusts the root only: the handshake needs the intermediate from the server.
     let answer = TlsClient::new(server.webhook, &ca.pem)
         .post(path(WebhookKind::Validating), validate_body())
@@ -188,7 +191,7 @@ async fn certificates_appearing_late_make_the_server_ready_after_one_log_line() 
         &leaf.cert_pem,
         &leaf.key_pem,
     );
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
     println!(
         "late certificate: ready {:?} after the files appeared",
         written.elapsed()
@@ -212,7 +215,7 @@ async fn a_kubelet_symlink_swap_rotates_the_certificate_under_load_without_failu
     let server = OPERATOR
         .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "60s"])
         .await;
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
     let client = TlsClient::new(server.webhook, &ca.pem);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -281,7 +284,7 @@ async fn a_kubelet_symlink_swap_rotates_the_certificate_under_load_without_failu
     tokio::time::sleep(Duration::from_millis(300)).await;
     let swapped = Instant::now();
     volume.publish(&new.cert_pem, &new.key_pem);
-    while new_seen.lock().expect("lock").is_none() && swapped.elapsed() < Duration::from_secs(15) {
+    while new_seen.lock().expect("lock").is_none() && swapped.elapsed() < WAIT {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -293,7 +296,7 @@ async fn a_kubelet_symlink_swap_rotates_the_certificate_under_load_without_failu
     let seen = new_seen
         .lock()
         .expect("lock")
-        .expect("the new certificate is presented within 15 s");
+        .expect("the new certificate is presented within the wait");
     let took = seen.duration_since(swapped);
     println!(
         "rotation: new certificate presented {took:?} after the ..data swap; {} requests on new connections and {kept_answered} on one kept connection, none failed",
@@ -302,7 +305,6 @@ async fn a_kubelet_symlink_swap_rotates_the_certificate_under_load_without_failu
     let failed = failed.lock().expect("lock");
     assert!(failed.is_empty(), "failed requests: {failed:?}");
     assert!(kept_answered > 0);
-    assert!(took < Duration::from_secs(15));
     assert_eq!(
         server.logs_containing("serving certificate loaded").len(),
         2
@@ -323,7 +325,7 @@ async fn a_mismatched_pair_is_refused_and_the_old_certificate_kept() {
     let server = OPERATOR
         .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "100ms"])
         .await;
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
 
     let other = ca.serving(KeyForm::EcPkcs8);
     cert_layout::write(
@@ -337,10 +339,7 @@ async fn a_mismatched_pair_is_refused_and_the_old_certificate_kept() {
         .logs_containing("refusing the changed certificate files")
         .is_empty()
     {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "no refusal logged"
-        );
+        assert!(start.elapsed() < WAIT, "no refusal logged");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let refusal = &server.logs_containing("refusing the changed certificate files")[0];
@@ -369,7 +368,7 @@ async fn the_watch_goes_quiet_after_a_change_instead_of_reacting_to_its_own_read
     let server = OPERATOR
         .webhooks(Certs::Root(root.path()), &["--cert-poll-interval", "60s"])
         .await;
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
     // A change in the watched directory makes the server read the certificate files once.
     std::fs::write(
         root.path().join(OLM_SERVING_CERTS_DIR).join("unrelated"),

@@ -6,7 +6,6 @@ use memcached_operator::webhook::WebhookKind;
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tempfile::TempDir;
-use testkit::cert_layout::olm_root;
 use testkit::client;
 use testkit::process::Certs;
 use testkit::reviews::{self, admission, conversion, memcached, path};
@@ -30,17 +29,6 @@ async fn without_certificates_readyz_fails_and_healthz_passes() {
 }
 
 #[tokio::test]
-async fn start_up_to_ready_is_quick() {
-    let (root, _, _) = olm_root();
-    let spawned = Instant::now();
-    let server = OPERATOR.webhooks(Certs::Root(root.path()), &[]).await;
-    server.wait_ready(Duration::from_secs(5)).await;
-    let took = spawned.elapsed();
-    println!("start-up: process spawned to /readyz 200 in {took:?}");
-    assert!(took < Duration::from_secs(2), "{took:?}");
-}
-
-#[tokio::test]
 async fn sigterm_lets_a_request_in_flight_finish() {
     // No shutdown delay: the server stops accepting at once.
     let mut running = start_ready(&["--shutdown-delay", "0s"]).await;
@@ -61,37 +49,30 @@ async fn sigterm_lets_a_request_in_flight_finish() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     running.server.terminate();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        running.client.connect().await.is_err(),
-        "no new connections once shutting down"
-    );
+    refused_from_now_on(&running).await;
     tls.write_all(rest)
         .await
         .expect("write the rest of the body");
     let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer))
+    tokio::time::timeout(WAIT, tls.read_to_end(&mut answer))
         .await
         .expect("answered in time")
         .expect("read the answer");
     let answer = String::from_utf8_lossy(&answer).to_string();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"allowed\":true"), "{answer}");
-    let status = running.server.exit_status(Duration::from_secs(10)).await;
+    let status = running.server.exit_status(WAIT).await;
     assert!(status.success(), "{status:?}");
     assert_eq!(running.server.logs_containing("stopped").len(), 1);
 }
 
 #[tokio::test]
 async fn sigterm_keeps_answering_with_connection_close_for_the_shutdown_delay() {
-    let mut running = start_ready(&["--shutdown-delay", "2s"]).await;
+    const DELAY: Duration = Duration::from_secs(10);
+    let mut running = start_ready(&["--shutdown-delay", "10s"]).await;
     let terminated = Instant::now();
     running.server.terminate();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, _) = client::plain_get(running.server.probes, "/readyz")
-        .await
-        .expect("an answer from /readyz");
-    assert_eq!(status, 503, "not ready once shutting down");
+    eventually_not_ready(&running).await;
 
     // A new connection is still accepted and answered, and closed after its answer although
     // the request asked to keep it alive.
@@ -115,7 +96,7 @@ async fn sigterm_keeps_answering_with_connection_close_for_the_shutdown_delay() 
         .expect("write the head");
     tls.write_all(&body).await.expect("write the body");
     let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer))
+    tokio::time::timeout(WAIT, tls.read_to_end(&mut answer))
         .await
         .expect("the server closes the connection after its answer")
         .expect("read the answer");
@@ -125,18 +106,45 @@ async fn sigterm_keeps_answering_with_connection_close_for_the_shutdown_delay() 
         answer.to_ascii_lowercase().contains("connection: close"),
         "{answer}"
     );
-    assert!(
-        terminated.elapsed() < Duration::from_secs(2),
-        "answered within the delay"
-    );
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    refused_from_now_on(&running).await;
+    let refused = terminated.elapsed();
     assert!(
-        running.client.connect().await.is_err(),
-        "no new connections after the shutdown delay"
+        refused >= DELAY,
+        "new connections were refused {refused:?} after SIGTERM, before the 10 s delay"
     );
-    let status = running.server.exit_status(Duration::from_secs(10)).await;
+    let status = running.server.exit_status(WAIT).await;
     assert!(status.success(), "{status:?}");
+}
+
+/// A generous bound on the waits for the server to act on a signal.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until `/readyz` answers 503: the server is shutting down.
+async fn eventually_not_ready(running: &crate::Running) {
+    let started = Instant::now();
+    loop {
+        match client::plain_get(running.server.probes, "/readyz").await {
+            Ok((503, _)) => return,
+            other => assert!(
+                started.elapsed() < WAIT,
+                "/readyz still answers {other:?} {WAIT:?} after SIGTERM"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the server accepts no new connection.
+async fn refused_from_now_on(running: &crate::Running) {
+    let started = Instant::now();
+    while running.client.connect().await.is_ok() {
+        assert!(
+            started.elapsed() < WAIT,
+            "new connections still accepted {WAIT:?} after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! Tests the `memcached-operator webhooks` binary end to end: real processes on free loopback
-//! ports, real TLS with rcgen certificates laid out like OLM's mounts.
+//! Tests the `memcached-operator webhooks` binary end to end: real processes on loopback ports
+//! they pick themselves, real TLS with rcgen certificates laid out like OLM's mounts.
 
 mod admission;
 mod certificates;
@@ -8,13 +8,11 @@ mod lifecycle;
 mod load;
 mod protocol;
 
-use std::time::Duration;
-
 use tempfile::TempDir;
 use testkit::cert_layout::olm_root;
 use testkit::client::TlsClient;
 use testkit::pki::{Ca, Leaf};
-use testkit::process::{Certs, OperatorBinary, Server};
+use testkit::process::{Certs, OperatorBinary, READY_WITHIN, Server};
 
 /// The operator binary cargo built for these tests.
 pub const OPERATOR: OperatorBinary = OperatorBinary::new(env!("CARGO_BIN_EXE_memcached-operator"));
@@ -37,7 +35,7 @@ pub struct Running {
 pub async fn start_ready(flags: &[&str]) -> Running {
     let (root, ca, leaf) = olm_root();
     let server = OPERATOR.webhooks(Certs::Root(root.path()), flags).await;
-    server.wait_ready(Duration::from_secs(5)).await;
+    server.wait_ready(READY_WITHIN).await;
     let client = TlsClient::new(server.webhook, &ca.pem);
     Running {
         root,

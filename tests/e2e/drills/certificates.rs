@@ -110,7 +110,7 @@ pub async fn drill_a_certificate_from_another_ca_is_an_unknown_authority(env: Ar
 pub async fn drill_a_certificate_without_the_dialed_address_fails_verification(env: Arc<Env>) {
     let namespace = env.create_namespace("drill-san").await;
     let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    // Issued for the in-cluster Service name only; the wiring dials 127.0.0.1.
+    // Issued for the in-cluster Service name only; the wiring dials an IP address.
     let wrong_names = env
         .ca
         .serving_for(&["memcached-operator-webhook-service.memcached-operator-system.svc"]);
@@ -123,9 +123,10 @@ pub async fn drill_a_certificate_without_the_dialed_address_fails_verification(e
     assert_eq!(
         message,
         format!(
-            "{}tls: failed to verify certificate: x509: cannot validate certificate for \
-             127.0.0.1 because it doesn't contain any IP SANs",
-            failed_calling(&env, MUTATING, MUTATE_PATH)
+            "{}tls: failed to verify certificate: x509: cannot validate certificate for {} \
+             because it doesn't contain any IP SANs",
+            failed_calling(&env, MUTATING, MUTATE_PATH),
+            env.webhook_address().ip()
         )
     );
 
@@ -139,7 +140,15 @@ pub async fn drill_missing_certificates_keep_the_operator_unready(env: Arc<Env>)
     let empty_root = tempfile::tempdir().expect("a certificate root");
     env.stop_operator().await;
     let operator = env.spawn_operator(empty_root.path(), &[]).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let looked = eventually(
+        "the operator logs that it has no usable certificate",
+        WAIT,
+        || async {
+            let looked = operator.logs_containing("no usable certificate");
+            (!looked.is_empty()).then_some(looked)
+        },
+    )
+    .await;
     let (status, body) = client::plain_get(operator.probes, "/readyz")
         .await
         .expect("an answer from /readyz");
@@ -149,7 +158,6 @@ pub async fn drill_missing_certificates_keep_the_operator_unready(env: Arc<Env>)
         "not ready without a certificate"
     );
     let root = empty_root.path().display().to_string();
-    let looked = operator.logs_containing("no usable certificate");
     let line = looked
         .first()
         .and_then(|entry| entry["message"].as_str())
@@ -186,7 +194,7 @@ pub async fn drill_missing_certificates_keep_the_operator_unready(env: Arc<Env>)
         &leaf.cert_pem,
         &leaf.key_pem,
     );
-    let took = operator.wait_ready(Duration::from_secs(20)).await;
+    let took = operator.wait_ready(READY_WITHIN).await;
     println!("ready {took:?} after the certificate appeared");
     *env.operator.lock().await = Some(operator);
     create_eventually(&api, "certs-appeared").await;

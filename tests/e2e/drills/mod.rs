@@ -20,6 +20,7 @@ use testkit::cert_layout::{self, Layout};
 use testkit::client;
 use testkit::control_plane::service_account_token;
 use testkit::pki::{Ca, KeyForm, Leaf};
+use testkit::process::READY_WITHIN;
 
 use crate::cluster::{Env, OPERATOR, OPERATOR_NAMESPACE, eventually, kubectl};
 
@@ -54,17 +55,17 @@ fn refusal<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) -> St
 fn failed_calling(env: &Env, webhook: &str, path: &str) -> String {
     format!(
         "Internal error occurred: failed calling webhook \"{webhook}\": failed to call webhook: \
-         Post \"https://127.0.0.1:{}{path}?timeout=10s\": ",
-        env.webhook_port
+         Post \"https://{}{path}?timeout=10s\": ",
+        env.webhook_address()
     )
 }
 
 /// The API server's error when nothing listens where it calls `webhook` at `path`.
 fn connection_refused(env: &Env, webhook: &str, path: &str) -> String {
     format!(
-        "{}dial tcp 127.0.0.1:{}: connect: connection refused",
+        "{}dial tcp {}: connect: connection refused",
         failed_calling(env, webhook, path),
-        env.webhook_port
+        env.webhook_address()
     )
 }
 
@@ -148,9 +149,9 @@ pub async fn drill_operator_down_refuses_writes_and_v1alpha1_reads(env: Arc<Env>
     // Reads of v1alpha1 need the conversion webhook.
     let conversion_refused = format!(
         "conversion webhook for cache.f2367556.dev/v1beta1, Kind=Memcached failed: Post \
-         \"https://127.0.0.1:{port}/convert?timeout=30s\": dial tcp 127.0.0.1:{port}: \
-         connect: connection refused",
-        port = env.webhook_port
+         \"https://{address}/convert?timeout=30s\": dial tcp {address}: connect: \
+         connection refused",
+        address = env.webhook_address()
     );
     let message = refusal(
         "a v1alpha1 get with the operator down",
@@ -205,7 +206,48 @@ pub async fn drill_operator_down_refuses_writes_and_v1alpha1_reads(env: Arc<Env>
     );
 }
 
+/// The value of the operator's metric line `series` (its name and labels), 0 when absent.
+fn metric_value(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The running operator's metrics once no request is in flight in any of its webhooks, so
+/// that what it counted cannot move but for what a scenario sends next.
+async fn settled_metrics(env: &Env) -> String {
+    eventually(
+        "the operator has no webhook request in flight",
+        WAIT,
+        || async {
+            let guard = env.operator.lock().await;
+            let metrics = guard.as_ref().expect("the operator runs").metrics().await;
+            let in_flight: f64 = ["mutating", "validating", "conversion"]
+                .iter()
+                .map(|webhook| {
+                    metric_value(
+                        &metrics,
+                        &format!(
+                            "memcached_operator_webhook_requests_in_flight{{webhook=\"{webhook}\"}}"
+                        ),
+                    )
+                })
+                .sum();
+            if in_flight == 0.0 {
+                Ok(metrics)
+            } else {
+                Err(format!("{in_flight} requests in flight"))
+            }
+        },
+    )
+    .await
+}
+
 pub async fn drill_a_webhook_slower_than_its_timeout_fails_writes(env: Arc<Env>) {
+    const ABANDONED: &str =
+        "memcached_operator_webhook_requests_total{webhook=\"mutating\",code=\"408\"}";
+    const LATENCY: &str = "memcached_operator_webhook_latency_seconds_sum{webhook=\"mutating\"}";
     let namespace = env.create_namespace("drill-slow").await;
     let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
     env.stop_operator().await;
@@ -215,8 +257,10 @@ pub async fn drill_a_webhook_slower_than_its_timeout_fails_writes(env: Arc<Env>)
             &["--debug-delay-webhooks", "14s", "--request-timeout", "30s"],
         )
         .await;
-    slow.wait_ready(Duration::from_secs(20)).await;
+    slow.wait_ready(READY_WITHIN).await;
     *env.operator.lock().await = Some(slow);
+    // The wiring's own probes met the delay too: count from when they are done.
+    let before = settled_metrics(&env).await;
     let started = Instant::now();
     let message = refusal(
         "a create through a webhook slower than timeoutSeconds",
@@ -235,26 +279,13 @@ pub async fn drill_a_webhook_slower_than_its_timeout_fails_writes(env: Arc<Env>)
         "the API server waits timeoutSeconds (10 s) before failing; it failed after {waited:?}"
     );
     // The operator counts the request the API server gave up on as a 408, and its time.
-    let metrics = eventually("the abandoned request is counted", WAIT, || async {
-        let guard = env.operator.lock().await;
-        let metrics = guard.as_ref().expect("the operator runs").metrics().await;
-        metrics
-            .lines()
-            .any(|line| {
-                line == "memcached_operator_webhook_requests_total{webhook=\"mutating\",code=\"408\"} 1"
-            })
-            .then_some(metrics)
-    })
-    .await;
-    let seconds: f64 = metrics
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(
-                "memcached_operator_webhook_latency_seconds_sum{webhook=\"mutating\"} ",
-            )
-        })
-        .and_then(|value| value.parse().ok())
-        .expect("the latency sum of the mutating webhook");
+    let after = settled_metrics(&env).await;
+    assert_eq!(
+        metric_value(&after, ABANDONED) - metric_value(&before, ABANDONED),
+        1.0,
+        "one abandoned request counted as a 408 for the one create:\n{after}"
+    );
+    let seconds = metric_value(&after, LATENCY) - metric_value(&before, LATENCY);
     assert!(
         seconds >= 9.0,
         "the abandoned request took the API server's 10 s timeout, not {seconds} s"
@@ -442,7 +473,7 @@ pub async fn drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_st
     );
     // Nothing was ever listed, so nothing is in flight: SIGTERM still ends the process.
     operator.terminate();
-    let status = operator.exit_status(Duration::from_secs(20)).await;
+    let status = operator.exit_status(READY_WITHIN).await;
     assert!(status.success(), "exit status {status:?}");
     assert_eq!(
         operator
