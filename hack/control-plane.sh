@@ -227,7 +227,7 @@ supervisor_pid() {
   [[ -f "$RUN/supervisor.pid" ]] || return 0
   pid="$(<"$RUN/supervisor.pid")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 0
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "supervise.py --state $STATE " || return 0
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "supervise.py --state $STATE " || return 0
   echo "$pid"
 }
 
@@ -247,7 +247,7 @@ start_supervisor() {
       die "CONTROL_PLANE_OWNER=$CONTROL_PLANE_OWNER is no running process"
     args+=(--owner "$CONTROL_PLANE_OWNER:$started")
     printf '%s (%s)\n' "$CONTROL_PLANE_OWNER" \
-      "$(tr '\0' ' ' <"/proc/$CONTROL_PLANE_OWNER/cmdline" 2>/dev/null | cut -c1-160)" >"$RUN/owner"
+      "$(tr '\0' ' ' 2>/dev/null <"/proc/$CONTROL_PLANE_OWNER/cmdline" | cut -c1-160)" >"$RUN/owner"
   fi
   [[ "$NODE_KIND" != kubelet ]] || args+=(--record "$NODE_LOCK")
   [[ "${CONTROL_PLANE_DISPOSABLE:-0}" != 1 ]] || args+=(--discard-state)
@@ -458,12 +458,14 @@ reclaim_dead_node() {
 }
 
 # stop_supervisor: ends the supervisor once the cluster is stopped, unless it is the one
-# stopping it; waits until it is gone, so that what it held (the node lock, the API server's
-# port) is free when stop returns.
+# stopping it (this stop, or one waiting for this one to finish: it exits after its own);
+# waits until it is gone, so that what it held (the node lock, the API server's port) is free
+# when stop returns.
 stop_supervisor() {
   local pid i
   pid="$(supervisor_pid)"
   [[ -n "$pid" && "${CONTROL_PLANE_TEARDOWN:-0}" != 1 ]] || return 0
+  [[ "$(cat "$RUN/supervisor.status" 2>/dev/null)" != stopping ]] || return 0
   kill -USR1 "$pid" 2>/dev/null || return 0
   for ((i = 0; i < 100; i++)); do
     kill -0 "$pid" 2>/dev/null || return 0

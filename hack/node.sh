@@ -174,7 +174,7 @@ our_mounts() {
 our_shims() {
   local pid args ns id
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $NODE_SOCKETS/containerd.sock" || true); do
-    args="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || continue
+    args="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || continue
     ns="$(awk '{ for (i = 1; i < NF; i++) if ($i == "-namespace") print $(i + 1) }' <<<"$args")"
     id="$(awk '{ for (i = 1; i < NF; i++) if ($i == "-id") print $(i + 1) }' <<<"$args")"
     printf '%s %s %s\n' "$pid" \

@@ -18,7 +18,7 @@
 supervisors() {
   local pid args state
   for pid in $(pgrep -f 'hack/lib/supervise.py --state ' || true); do
-    args="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null)" || continue
+    args="$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline")" || continue
     state="$(awk 'prev == "--state" { print; exit } { prev = $0 }' <<<"$args")"
     [[ -n "$state" ]] || continue
     printf '%s %s %s\n' "$pid" "$state" "$(cat "$state/run/supervisor.status" 2>/dev/null || echo starting)"
@@ -50,9 +50,12 @@ daemon_mark() { tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | sed -n 's/^MEMCAC
 node_traces() {
   local dir cmd
   for dir in $(cgroup_roots); do
-    [[ -d "$dir" ]] || continue
-    echo "cgroup: $dir"
-    find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u | sed 's/^/process in the node'"'"'s cgroups: /'
+    [[ ! -d "$dir" ]] || echo "cgroup: $dir"
+  done
+  for dir in $(cgroup_roots); do
+    [[ ! -d "$dir" ]] || find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done | sort -un | while read -r pid; do
+    echo "process in the node's cgroups: $pid ($(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | cut -c1-80))"
   done
   awk -v s="$NODE_SOCKETS/" '$5 ~ /\/kubelet-node(\/|$)/ || index($5, s) == 1 { print "mount: " $5 }' /proc/self/mountinfo
   ip -o link show "$NODE_BRIDGE" 2>/dev/null | awk '{ print "interface: " $2 }'

@@ -31,8 +31,9 @@ holder_value() { [[ -f "$NODE_LOCK" ]] && awk -F= -v k="$1" '$1 == k { print sub
 describe_holder() {
   local supervisor alive=""
   supervisor="$(holder_value supervisor)"
-  if [[ -n "$supervisor" ]] && ! kill -0 "$supervisor" 2>/dev/null; then
-    alive=" (gone: its processes outlived it)"
+  if [[ -n "$supervisor" ]] &&
+    ! tr '\0' ' ' 2>/dev/null <"/proc/$supervisor/cmdline" | grep -qF "supervise.py --state $(holder_value state) "; then
+    alive=" (no longer running)"
   fi
   printf 'the cluster of checkout %s (state directory %s), started %s, owner %s, supervisor pid %s%s, status %s' \
     "$(holder_value checkout)" "$(holder_value state)" "$(holder_value started)" "$(holder_value owner)" \
@@ -43,10 +44,14 @@ describe_holder() {
 # the lock file it holds on descriptor 7 (in place: the file must stay the same inode).
 write_holder_record() {
   local owner="${CONTROL_PLANE_OWNER:-}" command=""
-  [[ -z "$owner" ]] || command="$(tr '\0' ' ' <"/proc/$owner/cmdline" 2>/dev/null | cut -c1-160)"
+  [[ -z "$owner" ]] || command="$(tr '\0' ' ' 2>/dev/null <"/proc/$owner/cmdline" | cut -c1-160)"
   {
     printf 'checkout=%s\nstate=%s\n' "$ROOT" "$STATE"
-    printf 'owner=%s\n' "${owner:+pid $owner ($command)}${owner:-none (it runs until hack/control-plane.sh stop)}"
+    if [[ -n "$owner" ]]; then
+      printf 'owner=pid %s (%s)\n' "$owner" "$command"
+    else
+      printf 'owner=none (it runs until hack/control-plane.sh stop)\n'
+    fi
     printf 'supervisor=%s\nstarted=%s\nstatus=%s\n' "$2" "${NODE_STARTED:=$(date -Is)}" "$1"
   } >"$NODE_LOCK"
 }
