@@ -232,7 +232,7 @@ supervisor_pid() {
 }
 
 # owner_of_running: who the running cluster belongs to, as RUN/owner says.
-owner_of_running() { if [[ -s "$RUN/owner" ]]; then cat "$RUN/owner"; else echo "nobody (it runs until stop)"; fi; }
+owner_of_running() { if [[ -s "$RUN/owner" ]]; then echo "pid $(<"$RUN/owner")"; else echo "nobody (it runs until stop)"; fi; }
 
 # node_is_ours: whether this state directory's cluster may act on the machine's node: no
 # cluster holds the node lock, or the one holding it runs from this state directory.
@@ -247,7 +247,7 @@ start_supervisor() {
       die "CONTROL_PLANE_OWNER=$CONTROL_PLANE_OWNER is no running process"
     args+=(--owner "$CONTROL_PLANE_OWNER:$started")
     printf '%s (%s)\n' "$CONTROL_PLANE_OWNER" \
-      "$(tr '\0' ' ' 2>/dev/null <"/proc/$CONTROL_PLANE_OWNER/cmdline" | cut -c1-160)" >"$RUN/owner"
+      "$(tr '\0' ' ' 2>/dev/null <"/proc/$CONTROL_PLANE_OWNER/cmdline" | sed 's/ $//' | cut -c1-160)" >"$RUN/owner"
   fi
   [[ "$NODE_KIND" != kubelet ]] || args+=(--record "$NODE_LOCK")
   [[ "${CONTROL_PLANE_DISPOSABLE:-0}" != 1 ]] || args+=(--discard-state)
@@ -481,7 +481,7 @@ stop() {
   if [[ -n "${CONTROL_PLANE_OWNER:-}" && -s "$RUN/owner" && -n "$(supervisor_pid)" ]]; then
     owner="$(<"$RUN/owner")"
     [[ "${owner%% *}" == "$CONTROL_PLANE_OWNER" ]] ||
-      die "not stopping the cluster in $STATE: it belongs to $owner, not to pid $CONTROL_PLANE_OWNER"
+      die "not stopping the cluster in $STATE: it belongs to pid $owner, not to pid $CONTROL_PLANE_OWNER"
   fi
   # The machine's node is this cluster's to stop only while no other cluster holds it.
   if [[ "$NODE_KIND" == kubelet ]]; then

@@ -51,7 +51,7 @@ start() {
   fi
   local taken
   taken="$(ss -Hltnp "sport = :${REGISTRY##*:}" 2>/dev/null |
-    awk -v a="${REGISTRY%:*}" '$4 == a ":'"${REGISTRY##*:}"'" || $4 ~ /^(0\.0\.0\.0|\*|\[::\]):/')"
+    tr -s " " | awk -v a="${REGISTRY%:*}" '$4 == a ":'"${REGISTRY##*:}"'" || $4 ~ /^(0\.0\.0\.0|\*|\[::\]):/')"
   [[ -z "$taken" ]] ||
     die "something that is not this checkout's registry listens on $REGISTRY ($taken): another checkout whose path hashes to the same address? Set REGISTRY_ADDRESS=127.77.X.Y:5000 to another address"
   "$ROOT/hack/tools.sh" images

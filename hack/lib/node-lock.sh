@@ -44,7 +44,7 @@ describe_holder() {
 # the lock file it holds on descriptor 7 (in place: the file must stay the same inode).
 write_holder_record() {
   local owner="${CONTROL_PLANE_OWNER:-}" command=""
-  [[ -z "$owner" ]] || command="$(tr '\0' ' ' 2>/dev/null <"/proc/$owner/cmdline" | cut -c1-160)"
+  [[ -z "$owner" ]] || command="$(tr '\0' ' ' 2>/dev/null <"/proc/$owner/cmdline" | sed 's/ $//' | cut -c1-160)"
   {
     printf 'checkout=%s\nstate=%s\n' "$ROOT" "$STATE"
     if [[ -n "$owner" ]]; then
