@@ -255,17 +255,17 @@ start_supervisor() {
   # without the state lock (8, 9); with the node lock (7) when there is a node.
   MEMCACHED_OPERATOR_DAEMON="$DAEMON_MARK" setsid python3 "$ROOT/hack/lib/supervise.py" "${args[@]}" \
     </dev/null >"$LOGS/supervisor.log" 2>&1 8>&- 9>&- &
-  echo "$!" >"$RUN/supervisor.pid"
-  local i
-  for ((i = 0; i < 100; i++)); do
-    [[ ! -s "$RUN/supervisor.port" ]] || return 0
-    if [[ -z "$(supervisor_pid)" ]]; then
+  local pid=$!
+  echo "$pid" >"$RUN/supervisor.pid"
+  until [[ -s "$RUN/supervisor.port" ]]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
       tail_log supervisor
       die "the supervisor exited (log: $LOGS/supervisor.log)"
     fi
+    ((SECONDS < DEADLINE)) ||
+      die "the supervisor did not reserve a port within ${TIMEOUT}s (log: $LOGS/supervisor.log)"
     sleep 0.1
   done
-  die "the supervisor did not reserve a port within 10s (log: $LOGS/supervisor.log)"
 }
 
 # admission_config: the API server's admission configuration: Pod Security's `baseline` level

@@ -80,7 +80,15 @@ launch() {
   else
     MEMCACHED_OPERATOR_DAEMON="$DAEMON_MARK" setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 7>&- 8>&- 9>&- &
   fi
-  echo "$!" >"$RUN/$name.pid"
+  local pid=$! i
+  echo "$pid" >"$RUN/$name.pid"
+  # $! is the shell forked to run it until that shell has exec'd the program (pid_of would say
+  # it is not running): wait for the exec, or for the end of a daemon that failed at once.
+  for ((i = 0; i < 600; i++)); do
+    runs_binary "$pid" "$BIN/$name" && return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
 }
 
 # check_alive: fails, naming the daemon and showing its log, if one that was started has died.
