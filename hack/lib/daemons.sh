@@ -86,7 +86,7 @@ launch() {
   # it is not running): wait for the exec, or for the end of a daemon that failed at once.
   for ((i = 0; i < 600; i++)); do
     runs_binary "$pid" "$BIN/$name" && return 0
-    kill -0 "$pid" 2>/dev/null || return 0
+    [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null || echo gone)" != @(Z|gone) ]] || return 0
     sleep 0.05
   done
 }
