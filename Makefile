@@ -50,23 +50,27 @@ clippy:
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
 ## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
-## cert-manager (deploy), through the real OLM (olm), and the node's own (node); then that
-## the control planes' stops left nothing on the machine. The suites leave a core idle most of
-## the time: the operator's release binary (which deploy's images hold) and, under make test,
-## what validate and fuzz-smoke build (BUILD_AHEAD) are built beside them at idle priority
-## (hack/background.sh).
+## cert-manager (deploy), through the real OLM (olm), and the node's own (node); after each
+## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites leave a core
+## idle most of the time: the operator's release binary (which deploy's images hold) and,
+## under make test, what validate and fuzz-smoke build (BUILD_AHEAD) are built beside them at
+## idle priority (hack/background.sh).
+LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on this machine" && \
+  hack/node.sh leftovers || { echo "the suite's clusters left the above behind"; exit 1; }
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
 	hack/background.sh start operator-binary hack/images.sh operator-binary
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
+	$(LEFTOVERS)
 	hack/background.sh wait operator-binary
 	@[ -z '$(BUILD_AHEAD)' ] || hack/background.sh start ahead bash -c '$(BUILD_AHEAD)'
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
+	$(LEFTOVERS)
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
+	$(LEFTOVERS)
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored
-	@echo "hack/node.sh leftovers  # what the real nodes' control planes left on this machine"
-	@hack/node.sh leftovers || { echo "hack/control-plane.sh stop left the above behind"; exit 1; }
+	$(LEFTOVERS)
 	hack/background.sh wait ahead
 
 ## test-under-load: every suite of test-rust (unit, integration, e2e, deploy, olm, node) while
@@ -167,10 +171,11 @@ scorecard:
 	hack/scorecard.sh
 
 ## images: build every image the local cluster's node runs (operator, bundle, catalog, opm,
-## the stand-ins, CoreDNS) with buildah and push them to the local registry on
-## 127.0.0.1:5000 (docs/packaging.md, Images); an unchanged image is not rebuilt.
+## the stand-ins, CoreDNS) with buildah and push them to this checkout's registry
+## (hack/registry.sh; docs/packaging.md, Images); an unchanged image is not rebuilt.
 images:
 	hack/images.sh build
+	hack/registry.sh release
 
 docker-build: operator-binary
 	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
@@ -244,7 +249,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	hack/images.sh build operator memcached-exporter
 	@grep -q 'image: $(OPERAND_IMAGE)$$' bundle/manifests/*.clusterserviceversion.yaml || \
 	  { echo "the CSV's operand image is not $(OPERAND_IMAGE): update OPERAND_IMAGE"; exit 1; }
-	@eval "$$(hack/images.sh env)" && \
+	@trap 'hack/registry.sh release' EXIT && eval "$$(hack/images.sh env)" && \
 	  out="$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional name=multiarch \
 	    --optional-values=container-tools=podman 2>&1)" && status=0 || status=$$?; echo "$$out"; \
 	  unexplained="$$(grep -E 'level=(warning|error)' <<<"$$out" \

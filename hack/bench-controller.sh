@@ -81,7 +81,8 @@ rules:
   - level: None
 YAML
 AUDIT_LOG="$CONTROL_PLANE_DIR/logs/audit.log"
-"$ROOT/hack/control-plane.sh" start >/dev/null
+# The control plane belongs to this script: whatever ends it, its supervisor stops the plane.
+CONTROL_PLANE_OWNER=$$ "$ROOT/hack/control-plane.sh" start >/dev/null
 export KUBECONFIG="$CONTROL_PLANE_DIR/kubeconfig"
 kubectl() { "$KUBECTL" "$@"; }
 # `follow FILE ARGS...`: `kubectl get ARGS --watch` appending to FILE, started again whenever it
@@ -230,14 +231,32 @@ OPERATOR_KUBECONFIG="$CONTROL_PLANE_DIR/operator.kubeconfig"
 "$KUBECTL" config set-context operator --cluster local --user operator --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
 "$KUBECTL" config use-context operator --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-metrics_port=$(free_port)
-probe_port=$(free_port)
-KUBECONFIG="$OPERATOR_KUBECONFIG" "$BIN" --log-format json --log-level warn run --webhooks=false --leader-elect=false \
-  --bind-address 127.0.0.1 --probe-port "$probe_port" --metrics-port "$metrics_port" \
+# Its probe and metrics servers bind port 0 and log where they listen (the listener's own
+# records, at info; everything else at warn, as measured).
+KUBECONFIG="$OPERATOR_KUBECONFIG" "$BIN" --log-format json --log-level warn,memcached_operator::listener=info \
+  run --webhooks=false --leader-elect=false --bind-address 127.0.0.1 --probe-port 0 --metrics-port 0 \
   ${OPERATOR_ARGS:-} >"$CONTROL_PLANE_DIR/operator.log" 2>&1 &
 operator_pid=$!
-until curl -fsS "http://127.0.0.1:$probe_port/readyz" >/dev/null 2>&1; do sleep 0.1; done
+# listening SERVER: the address the operator's SERVER listens on, once it logged it.
+listening() {
+  python3 - "$CONTROL_PLANE_DIR/operator.log" "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1], encoding="utf-8"):
+    try:
+        record = json.loads(line)
+    except ValueError:
+        continue
+    if record.get("message") == "listening" and record.get("server") == sys.argv[2]:
+        print(record["address"])
+        break
+PY
+}
+until probe_address=$(listening probes) && [[ -n "$probe_address" ]] &&
+  metrics_address=$(listening metrics) && [[ -n "$metrics_address" ]]; do
+  kill -0 "$operator_pid" 2>/dev/null || { echo "bench-controller: the operator exited:" >&2; tail -n 20 "$CONTROL_PLANE_DIR/operator.log" >&2; exit 1; }
+  sleep 0.1
+done
+until curl -fsS "http://$probe_address/readyz" >/dev/null 2>&1; do sleep 0.1; done
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$operator_pid/status"; }
 # CPU ticks (user + system) a process has used so far: the operator's, or the API server's.
@@ -263,7 +282,7 @@ kubectl create clusterrolebinding bench-scraper --clusterrole memcached-operator
   --serviceaccount default:bench-scraper >/dev/null
 token=$(kubectl create token bench-scraper -n default --duration 1h)
 until [[ "$(kubectl auth can-i get /metrics --as system:serviceaccount:default:bench-scraper)" == yes ]]; do sleep 0.2; done
-metrics_url="https://127.0.0.1:$metrics_port/metrics"
+metrics_url="https://$metrics_address/metrics"
 scrape() { curl -sS -k -o /dev/null -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $token" "$metrics_url"; }
 # Reviews the API server has served: TokenReviews and SubjectAccessReviews.
 reviews_served() {

@@ -16,11 +16,13 @@
 # This is cert-manager as its release manifests install it, less its own webhook (which only
 # validates and defaults cert-manager's resources) and the startupapicheck Job. Both processes
 # use the control plane's admin kubeconfig, without leader election (one instance each), and
-# listen on loopback only: the controller's metrics on a free port, cainjector on none.
+# listen on loopback only: the controller's metrics on a port the kernel picks when it binds
+# port 0 (read back from the kernel's socket table), cainjector on none.
 #
 # Files (under the control plane's state directory, .local/ at the repository root):
 #   logs/cert-manager-controller.log, logs/cert-manager-cainjector.log   kept after stop
 #   cert-manager/run/NAME.pid                                            the two processes
+#   cert-manager/run/metrics-address                                     the controller's metrics
 #
 # Environment:
 #   CONTROL_PLANE_DIR      the control plane's state directory (default: .local at the root)
@@ -38,6 +40,7 @@ KUBECONFIG_FILE="$STATE/kubeconfig"
 TIMEOUT="${CERT_MANAGER_TIMEOUT:-60}"
 COMPONENTS=(cert-manager-controller cert-manager-cainjector)
 NAMESPACE=cert-manager
+DAEMON_MARK="cluster=$STATE"
 
 log() { printf 'cert-manager: %s\n' "$*" >&2; }
 die() { printf 'cert-manager: error: %s\n' "$*" >&2; exit 1; }
@@ -48,11 +51,26 @@ source "$ROOT/hack/lib/daemons.sh"
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
 control_plane_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
 
+# metrics_address: where the controller, told to bind 127.0.0.1:0, serves its metrics (its
+# only listener), recorded in RUN/metrics-address once the kernel shows it.
+metrics_address() {
+  local pid address
+  if [[ ! -s "$RUN/metrics-address" ]]; then
+    pid="$(pid_of cert-manager-controller)"
+    [[ -n "$pid" ]] || return 1
+    address="$(tcp_listeners "$pid" | head -n 1)"
+    [[ -n "$address" ]] || return 1
+    echo "$address" >"$RUN/metrics-address"
+  fi
+  cat "$RUN/metrics-address"
+}
+
 # controller_ready: the controller runs and serves its metrics (it has no health endpoint in
-# this release); its port is in RUN/metrics-port.
+# this release).
 controller_ready() {
-  [[ -n "$(pid_of cert-manager-controller)" && -f "$RUN/metrics-port" ]] &&
-    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(<"$RUN/metrics-port")/metrics"
+  local address
+  [[ -n "$(pid_of cert-manager-controller)" ]] && address="$(metrics_address)" &&
+    curl -fsS -o /dev/null --max-time 2 "http://$address/metrics"
 }
 
 start() {
@@ -89,18 +107,14 @@ kind: Namespace
 metadata:
   name: $NAMESPACE
 EOF
-  local port
-  port="$(free_port)"
-  echo "$port" >"$RUN/metrics-port"
   # POD_NAMESPACE: where the release's Deployment runs them; both read it for their own
   # namespace.
   POD_NAMESPACE="$NAMESPACE" launch cert-manager-controller --kubeconfig "$KUBECONFIG_FILE" \
     --leader-elect=false --cluster-resource-namespace="$NAMESPACE" \
-    --metrics-listen-address="127.0.0.1:$port" --v=2
+    --metrics-listen-address=127.0.0.1:0 --v=2
   POD_NAMESPACE="$NAMESPACE" launch cert-manager-cainjector --kubeconfig "$KUBECONFIG_FILE" \
     --leader-elect=false --v=2
-  WAITING_ON=cert-manager-controller wait_for "the controller's metrics on 127.0.0.1:$port" \
-    controller_ready
+  WAITING_ON=cert-manager-controller wait_for "the controller's metrics" controller_ready
   trap - EXIT
   local elapsed
   elapsed="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"

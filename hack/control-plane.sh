@@ -6,8 +6,9 @@
 #
 # NODE=kubelet: the node is real (hack/node.sh: kubelet, kube-proxy, containerd, CNI, CoreDNS)
 # and the cluster lives on the node's bridge: the API server listens on its address
-# (10.244.0.1), Services are 10.96.0.0/24, pods 10.244.0.0/24, and no pod packet leaves the
-# machine (hack/lib/node-network.sh, docs/local-cluster.md "Network safety").
+# (10.244.0.1), Services are 10.96.0.0/24, pods 10.244.0.0/24, no pod packet leaves the
+# machine (hack/lib/node-network.sh, docs/local-cluster.md "Network safety"), and Pod Security
+# enforces `baseline` on every namespace that does not say otherwise.
 #
 # NODE=none (default): no node. Pods are created and never run: for the tests that run the
 # operator as a process of their own (tests/e2e) and the benchmarks. Everything listens on
@@ -15,17 +16,34 @@
 # `kubernetes` Service is 127.0.96.1).
 #
 # Usage: hack/control-plane.sh start    start it (installs the tools first); exits 0 if it
-#                                       already runs
+#                                       already runs (unless CONTROL_PLANE_OWNER is set)
 #        hack/control-plane.sh stop     stop every process it started (the node with its
 #                                       pods, and cert-manager if hack/deploy.sh runs it
 #                                       here), remove its files
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
+# Its lifetime: every cluster has a supervisor (hack/lib/supervise.py), which holds the API
+# server's port, and the machine's node lock when there is a node, for as long as the cluster
+# runs. With CONTROL_PLANE_OWNER=PID the cluster belongs to that process (a test, `make run`):
+# when it exits, however it exits, the supervisor stops the cluster; such a start refuses to
+# carry on with a cluster already running in the state directory, and a stop with an owner
+# stops only that owner's cluster. Without an owner the cluster runs until `stop`.
+#
+# One real node per machine: NODE=kubelet takes the machine's node lock (hack/lib/node-lock.sh)
+# and refuses, naming the cluster that holds it, while another cluster has a node; a stop
+# acts on the machine's node only while it is this cluster's.
+#
+# Ports: etcd listens on unix sockets only; kube-apiserver on the port the supervisor holds
+# (bound to port 0 by it, so the kernel picked it, and kept bound with SO_REUSEPORT for the
+# cluster's life; the API server binds it beside, --permit-port-sharing); the controller
+# manager and the scheduler on none. docs/local-cluster.md, "Ports".
+#
 # Files (under the state directory, .local/ at the repository root):
 #   kubeconfig                     admin kubeconfig (client certificate, group system:masters)
 #   apiserver-url                  https://ADDRESS:PORT
 #   node-kind                      the kind of node it was started with (kubelet or none)
+#   admission.yaml                 with a node: Pod Security's defaults (baseline enforced)
 #   pki/ca.crt                     the CA that signs every certificate here
 #   pki/                           also apiserver, admin, controller-manager and scheduler
 #                                  certificates (with NODE=kubelet the kubelet's, kube-proxy's
@@ -33,13 +51,16 @@
 #                                  service-account key pair (fresh on every start)
 #   kube-controller-manager.kubeconfig, kube-scheduler.kubeconfig (kubelet.kubeconfig,
 #   kube-proxy.kubeconfig)
-#   logs/COMPONENT.log             kept after stop, for post-mortems
-#   run/COMPONENT.pid, run/etcd-data-dir
-# etcd keeps its data in a `mktemp -d` directory that stop removes.
+#   logs/COMPONENT.log             kept after stop, for post-mortems (supervisor.log too)
+#   run/COMPONENT.pid, run/etcd-data-dir, run/supervisor.{pid,port,status}, run/owner
+# etcd keeps its data and its sockets in a `mktemp -d` directory that stop removes.
 #
 # Environment:
 #   NODE                   kubelet or none (default none); stop and status read what start used
 #   CONTROL_PLANE_DIR      state directory (default: .local at the repository root)
+#   CONTROL_PLANE_OWNER    the pid of the process the cluster belongs to (see above)
+#   CONTROL_PLANE_DISPOSABLE  1: when the owner's exit stops the cluster, the supervisor also
+#                          removes the state directory (a test's temporary one)
 #   CONTROL_PLANE_TIMEOUT  seconds start waits for readiness (default 60)
 #   AUDIT_POLICY           an audit policy file: the API server then writes its audit log,
 #                          as JSON lines, to logs/audit.log
@@ -58,6 +79,11 @@ TIMEOUT="${CONTROL_PLANE_TIMEOUT:-60}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 # shellcheck source=hack/lib/node-network.sh
 source "$ROOT/hack/lib/node-network.sh"
+# shellcheck source=hack/lib/node-lock.sh
+source "$ROOT/hack/lib/node-lock.sh"
+# Every daemon carries whose it is; those of a cluster with a node hold the node lock.
+DAEMON_MARK="cluster=$STATE"
+DAEMON_HOLDS_NODE=1
 # set_node_kind KIND: the addresses of a cluster with that kind of node.
 set_node_kind() {
   NODE_KIND="$1"
@@ -103,19 +129,6 @@ source "$ROOT/hack/lib/daemons.sh"
 
 # kubectl from .tools, never one from PATH, with its discovery cache kept in the state dir.
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
-
-# free_ports N: N distinct loopback TCP ports that are free right now.
-free_ports() {
-  python3 - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
 
 # ---------------------------------------------------------------------------------------
 # PKI: an ECDSA P-256 CA and leaf certificates, made with openssl.
@@ -207,15 +220,89 @@ EOF
 
 is_ready() { [[ "$(kubectl get --raw /readyz 2>/dev/null)" == ok ]]; }
 
+# supervisor_pid: the pid of this state directory's supervisor (hack/lib/supervise.py), while it
+# runs, or nothing.
+supervisor_pid() {
+  local pid
+  [[ -f "$RUN/supervisor.pid" ]] || return 0
+  pid="$(<"$RUN/supervisor.pid")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "supervise.py --state $STATE " || return 0
+  echo "$pid"
+}
+
+# owner_of_running: who the running cluster belongs to, as RUN/owner says.
+owner_of_running() { if [[ -s "$RUN/owner" ]]; then echo "pid $(<"$RUN/owner")"; else echo "nobody (it runs until stop)"; fi; }
+
+# node_is_ours: whether this state directory's cluster may act on the machine's node: no
+# cluster holds the node lock, or the one holding it runs from this state directory.
+node_is_ours() { node_lock_free || [[ "$(holder_value state)" == "$STATE" ]]; }
+
+# start_supervisor: starts this cluster's supervisor, which holds the API server's port (and,
+# inherited, the node lock) and stops the cluster when its owner, CONTROL_PLANE_OWNER, exits.
+start_supervisor() {
+  local args=(--state "$STATE" --script "$ROOT/hack/control-plane.sh" --reserve "$API_ADDRESS") started
+  if [[ -n "${CONTROL_PLANE_OWNER:-}" ]]; then
+    started="$(awk '{ sub(/^.*\) /, ""); print $20 }' "/proc/$CONTROL_PLANE_OWNER/stat" 2>/dev/null)" ||
+      die "CONTROL_PLANE_OWNER=$CONTROL_PLANE_OWNER is no running process"
+    args+=(--owner "$CONTROL_PLANE_OWNER:$started")
+    printf '%s (%s)\n' "$CONTROL_PLANE_OWNER" \
+      "$(tr '\0' ' ' 2>/dev/null <"/proc/$CONTROL_PLANE_OWNER/cmdline" | sed 's/ $//' | cut -c1-160)" >"$RUN/owner"
+  fi
+  [[ "$NODE_KIND" != kubelet ]] || args+=(--record "$NODE_LOCK")
+  [[ "${CONTROL_PLANE_DISPOSABLE:-0}" != 1 ]] || args+=(--discard-state)
+  # In a session of its own, so that a Ctrl-C meant for the owner does not reach it, and
+  # without the state lock (8, 9); with the node lock (7) when there is a node.
+  MEMCACHED_OPERATOR_DAEMON="$DAEMON_MARK" setsid python3 "$ROOT/hack/lib/supervise.py" "${args[@]}" \
+    </dev/null >"$LOGS/supervisor.log" 2>&1 8>&- 9>&- &
+  local pid=$!
+  echo "$pid" >"$RUN/supervisor.pid"
+  until [[ -s "$RUN/supervisor.port" ]]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail_log supervisor
+      die "the supervisor exited (log: $LOGS/supervisor.log)"
+    fi
+    ((SECONDS < DEADLINE)) ||
+      die "the supervisor did not reserve a port within ${TIMEOUT}s (log: $LOGS/supervisor.log)"
+    sleep 0.1
+  done
+}
+
+# admission_config: the API server's admission configuration: Pod Security's `baseline` level
+# enforced on every namespace that does not say otherwise with a pod-security.kubernetes.io
+# label (a scenario that needs more opts out with enforce=privileged on its namespace).
+admission_config() {
+  cat >"$STATE/admission.yaml" <<'EOF'
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: baseline
+      enforce-version: latest
+      warn: baseline
+      warn-version: latest
+    exemptions: {}
+EOF
+  echo "$STATE/admission.yaml"
+}
+
 start() {
   local running=() name pid
   for name in "${COMPONENTS[@]}"; do
     pid="$(pid_of "$name")"
     [[ -z "$pid" ]] || running+=("$name")
   done
-  if ((${#running[@]} == ${#COMPONENTS[@]})); then
+  if ((${#running[@]} == ${#COMPONENTS[@]})) && [[ -n "$(supervisor_pid)" ]]; then
     [[ "$(started_kind)" == "$NODE_KIND" ]] ||
       die "already running with NODE=$(started_kind), not NODE=$NODE_KIND: stop it first"
+    # A start that would own the cluster (make run, a test) must not carry on with one that
+    # someone else started: its end would stop that cluster.
+    [[ -z "${CONTROL_PLANE_OWNER:-}" ]] ||
+      die "a cluster already runs in $STATE (it belongs to $(owner_of_running); log: $LOGS/supervisor.log): stop it first with hack/control-plane.sh stop"
     log "already running: kube-apiserver $(<"$STATE/apiserver-url")"
     SECONDS=0
     DEADLINE=$TIMEOUT
@@ -236,11 +323,16 @@ start() {
     "$ROOT/hack/tools.sh" kube etcd
   fi
   command -v openssl >/dev/null || die "openssl is not installed (Debian: apt-get install openssl)"
-  command -v python3 >/dev/null || die "python3 is not installed (needed to pick free ports)"
+  command -v python3 >/dev/null || die "python3 is not installed (the supervisor, hack/lib/supervise.py, runs on it)"
 
-  local t0=$EPOCHREALTIME etcd_port peer_port api_port url data_dir
+  local t0=$EPOCHREALTIME api_port url etcd_dir
   SECONDS=0
   DEADLINE=$TIMEOUT
+  if [[ "$NODE_KIND" == kubelet ]]; then
+    acquire_node_lock
+    reclaim_dead_node
+    write_holder_record starting "$$"
+  fi
   mkdir -p "$RUN" "$LOGS"
   rm -rf "$STATE/kubectl-cache"
   # From here on a failure (set -e exits) stops whatever did start.
@@ -248,31 +340,41 @@ start() {
   echo "$NODE_KIND" >"$STATE/node-kind"
   [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" network-up
   make_pki
-  read -r etcd_port peer_port api_port <<<"$(free_ports 3)"
+  start_supervisor
+  [[ "$NODE_KIND" != kubelet ]] || write_holder_record starting "$(supervisor_pid)"
+  api_port="$(<"$RUN/supervisor.port")"
   url="https://$API_ADDRESS:$api_port"
 
-  data_dir="$(mktemp -d -t memcached-operator-etcd.XXXXXX)"
-  echo "$data_dir" >"$RUN/etcd-data-dir"
-  # --unsafe-no-fsync: the data is thrown away on stop, so durability buys nothing here.
-  launch etcd \
-    --name=local \
-    --data-dir="$data_dir" \
-    --listen-client-urls="http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls="http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-cluster="local=http://127.0.0.1:$peer_port" \
-    --unsafe-no-fsync=true
+  # etcd listens on unix sockets only, in its temporary directory beside its data (etcd names a
+  # unix socket by HOST:PORT, relative to its working directory: the "port" is part of the
+  # file's name), so it takes no TCP port at all. --unsafe-no-fsync: the data is thrown away on
+  # stop, so durability buys nothing here.
+  etcd_dir="$(mktemp -d -t memcached-operator-etcd.XXXXXX)"
+  echo "$etcd_dir" >"$RUN/etcd-data-dir"
+  (
+    cd "$etcd_dir"
+    launch etcd \
+      --name=local \
+      --data-dir="$etcd_dir/data" \
+      --listen-client-urls=unix://client:2379 \
+      --advertise-client-urls=unix://client:2379 \
+      --listen-peer-urls=unix://peer:2380 \
+      --initial-advertise-peer-urls=unix://peer:2380 \
+      --initial-cluster=local=unix://peer:2380 \
+      --unsafe-no-fsync=true
+  )
 
   local node_flags=()
   if [[ "$NODE_KIND" == kubelet ]]; then
     # The node's address is the `kubernetes` Service's endpoint (the lease reconciler
     # publishes it); the Node authorizer and NodeRestriction confine the kubelet to its own
-    # node; the kubelet is reached by its InternalIP (its name resolves nowhere).
+    # node; the kubelet is reached by its InternalIP (its name resolves nowhere); Pod Security
+    # enforces `baseline` wherever a namespace does not say otherwise.
     node_flags=(
       --endpoint-reconciler-type=lease
       --authorization-mode=Node,RBAC
       --enable-admission-plugins=NodeRestriction
+      --admission-control-config-file="$(admission_config)"
       --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
       --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
       --kubelet-certificate-authority="$PKI/ca.crt"
@@ -284,11 +386,14 @@ start() {
     # refuses (loopback), and log the failure forever.
     node_flags=(--endpoint-reconciler-type=none --authorization-mode=RBAC)
   fi
+  # The port is the one the supervisor holds (a socket bound with SO_REUSEPORT, never
+  # listened on): --permit-port-sharing lets the API server bind it beside that socket.
   launch kube-apiserver \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --etcd-servers="unix://$etcd_dir/client:2379" \
     --bind-address="$API_ADDRESS" \
     --advertise-address="$API_ADDRESS" \
     --secure-port="$api_port" \
+    --permit-port-sharing=true \
     --tls-cert-file="$PKI/apiserver.crt" \
     --tls-private-key-file="$PKI/apiserver.key" \
     --client-ca-file="$PKI/ca.crt" \
@@ -330,6 +435,7 @@ start() {
   WAITING_ON=kube-controller-manager wait_for "the default ServiceAccount in namespace default" \
     kubectl get serviceaccount default --namespace default
   [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" start
+  [[ "$NODE_KIND" != kubelet ]] || write_holder_record running "$(supervisor_pid)"
   trap - EXIT
 
   local elapsed
@@ -338,8 +444,53 @@ start() {
   print_env
 }
 
+# reclaim_dead_node: with the node lock just taken, what a node that was never stopped left
+# on this machine (its holder's record, or the node's machine record, says there was one):
+# its pods' processes, mounts, cgroups, chains, bridge and sysctls. Its daemons are gone, or
+# the lock would not have been free.
+reclaim_dead_node() {
+  local dead_state
+  dead_state="$(holder_value state)"
+  [[ -n "$dead_state" || -e "$NODE_RECORD" ]] || return 0
+  log "the node of $(describe_holder) was never stopped: cleaning up what it left on this machine"
+  CONTROL_PLANE_DIR="${dead_state:-$STATE}" "$ROOT/hack/node.sh" stop || true
+  "$ROOT/hack/node.sh" network-down
+}
+
+# stop_supervisor: ends the supervisor once the cluster is stopped, unless it is the one
+# stopping it (this stop, or one waiting for this one to finish: it exits after its own);
+# waits until it is gone, so that what it held (the node lock, the API server's port) is free
+# when stop returns.
+stop_supervisor() {
+  local pid i
+  pid="$(supervisor_pid)"
+  [[ -n "$pid" && "${CONTROL_PLANE_TEARDOWN:-0}" != 1 ]] || return 0
+  [[ "$(cat "$RUN/supervisor.status" 2>/dev/null)" != stopping ]] || return 0
+  kill -USR1 "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  log "the supervisor (pid $pid) did not exit after SIGUSR1; sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
 stop() {
-  local stopped=() name i data_dir
+  local stopped=() name i data_dir owner node=0
+  # A stop on behalf of an owner (make run's end) stops only the cluster that owner started.
+  if [[ -n "${CONTROL_PLANE_OWNER:-}" && -s "$RUN/owner" && -n "$(supervisor_pid)" ]]; then
+    owner="$(<"$RUN/owner")"
+    [[ "${owner%% *}" == "$CONTROL_PLANE_OWNER" ]] ||
+      die "not stopping the cluster in $STATE: it belongs to pid $owner, not to pid $CONTROL_PLANE_OWNER"
+  fi
+  # The machine's node is this cluster's to stop only while no other cluster holds it.
+  if [[ "$NODE_KIND" == kubelet ]]; then
+    if node_is_ours; then
+      node=1
+    else
+      log "the machine's node belongs to $(describe_holder): leaving it alone"
+    fi
+  fi
   # cert-manager (hack/deploy.sh, hack/cert-manager.sh) is a client of this control plane
   # on this machine: it goes first. OLM's pods stop with the node.
   if [[ -d "$STATE/deploy/run" || -d "$STATE/cert-manager/run" ]]; then
@@ -348,13 +499,18 @@ stop() {
   rm -rf "$STATE/install" "$STATE/olm"
   # The node, whatever part of it started; its network goes after the API server, which
   # listens on the node's address.
-  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" stop || log "could not stop the node; stopping the control plane anyway"
+  ((node == 0)) || "$ROOT/hack/node.sh" stop || log "could not stop the node; stopping the control plane anyway"
   # Reverse order: clients first, etcd last.
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
     name="${COMPONENTS[i]}"
     if stop_component "$name"; then stopped+=("$name"); fi
   done
-  [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" network-down
+  if ((node == 1)); then
+    "$ROOT/hack/node.sh" network-down
+    # The registry serves the node: this checkout's stops with it.
+    "$ROOT/hack/registry.sh" stop >/dev/null || log "could not stop the registry"
+    [[ "$(holder_value state)" != "$STATE" ]] || : >"$NODE_LOCK"
+  fi
   if [[ -f "$RUN/etcd-data-dir" ]]; then
     data_dir="$(<"$RUN/etcd-data-dir")"
     # Only ever remove a directory this script made.
@@ -362,14 +518,23 @@ stop() {
       rm -rf -- "$data_dir"
     fi
   fi
+  stop_supervisor
   rm -rf "$RUN" "$PKI" "$STATE/kubectl-cache"
   rm -f "$KUBECONFIG_FILE" "$KCM_KUBECONFIG" "$SCHEDULER_KUBECONFIG" "$STATE/apiserver-url" \
-    "$STATE/kubelet.kubeconfig" "$STATE/kube-proxy.kubeconfig" "$STATE/node-kind"
+    "$STATE/kubelet.kubeconfig" "$STATE/kube-proxy.kubeconfig" "$STATE/node-kind" "$STATE/admission.yaml"
   report_stopped "${stopped[@]}"
 }
 
 status() {
-  local all=0
+  local all=0 pid
+  pid="$(supervisor_pid)"
+  if [[ -n "$pid" ]]; then
+    printf '%-24s running (pid %s, %s), owner %s\n' supervisor "$pid" \
+      "$(cat "$RUN/supervisor.status" 2>/dev/null)" "$(owner_of_running)"
+  else
+    printf '%-24s not running\n' supervisor
+    all=1
+  fi
   print_processes 24 "${COMPONENTS[@]}" || all=1
   [[ "$NODE_KIND" != kubelet ]] || "$ROOT/hack/node.sh" status || all=1
   if [[ -f "$STATE/apiserver-url" ]]; then
@@ -396,7 +561,11 @@ print_env() { printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"; }
 # this file past it (safe against the file changing while a start runs).
 case "${1:-}" in
   start) lock_state "$STATE/.lock" && start ;;
-  stop) lock_state "$STATE/.lock" && stop ;;
+  stop)
+    # A state directory that is gone (a test's, removed by its supervisor) has nothing to stop.
+    [[ -d "$STATE" ]] || { log "nothing to stop: $STATE does not exist"; exit 0; }
+    lock_state "$STATE/.lock" && stop
+    ;;
   status) status ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;

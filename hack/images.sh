@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the images the local cluster's node runs, with buildah, from the shipped Dockerfiles
-# and from hack/images/NAME/Dockerfile, and pushes them to the local registry
-# (hack/registry.sh), which containerd mirrors quay.io, docker.io, registry.k8s.io and
-# registry.access.redhat.com to. docs/packaging.md, "Images", lists them.
+# and from hack/images/NAME/Dockerfile, and pushes them to this checkout's registry
+# (hack/registry.sh), which containerd pulls every registry's images from (quay.io,
+# docker.io, registry.k8s.io, registry.access.redhat.com, and registry.invalid, the name of
+# the stand-ins). docs/packaging.md, "Images", lists them.
 #
 # Usage: hack/images.sh build [NAME...]   build and push NAMEs (default: all), skipping an
 #                                        image whose inputs did not change since it was pushed
@@ -55,7 +56,9 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 source "$ROOT/hack/lib/node-network.sh"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
-WORK="$TOOLS/images"
+# This checkout's own: its build contexts, its stamps (what its registry holds), its buildah
+# and podman storage, so that two checkouts never build into, prune or tag each other's.
+WORK="$TOOLS/images/checkout-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"
 STAMPS="$WORK/stamps"
 VERSION="${VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n 1)}"
 RELEASE_DIR="$(cd -- "${RELEASE_DIR:-$ROOT}" && pwd -P)"
@@ -73,7 +76,8 @@ tool_version() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t
 debian_version() { dpkg-query -W -f '${Version}' "$1" | sed -e 's/^[0-9]*://' -e 's/[-+~].*//'; }
 
 # reference NAME: the image's name as pods, Dockerfiles and the bundle spell it. A name under
-# one of MIRRORED_REGISTRIES is pulled from REGISTRY with that host taken off.
+# one of MIRRORED_REGISTRIES (REGISTRY_NAME among them) is pulled from this checkout's
+# REGISTRY with that host taken off.
 reference() {
   case "$1" in
     operator) echo "quay.io/f2367556/memcached-operator:v$VERSION" ;;
@@ -81,12 +85,12 @@ reference() {
     catalog) echo "quay.io/f2367556/memcached-operator-catalog:v$VERSION" ;;
     opm) echo "quay.io/operator-framework/opm:$(tool_version opm)" ;;
     olm) echo "quay.io/operator-framework/olm:$(tool_version olm)" ;;
-    ubi-micro) echo "$REGISTRY/stand-in/ubi-micro:9.6" ;;
-    memcached) echo "$REGISTRY/stand-in/memcached-debian:$(debian_version memcached)" ;;
+    ubi-micro) echo "$REGISTRY_NAME/stand-in/ubi-micro:9.6" ;;
+    memcached) echo "$REGISTRY_NAME/stand-in/memcached-debian:$(debian_version memcached)" ;;
     memcached-exporter) echo "quay.io/prometheus/memcached-exporter:$(tool_version memcached-exporter)" ;;
-    pause) echo "$REGISTRY/stand-in/pause-catatonit:$(debian_version catatonit)" ;;
-    coredns) echo "$REGISTRY/node/coredns:$(tool_version coredns)" ;;
-    busybox) echo "$REGISTRY/stand-in/busybox-static:$(debian_version busybox-static)" ;;
+    pause) echo "$REGISTRY_NAME/stand-in/pause-catatonit:$(debian_version catatonit)" ;;
+    coredns) echo "$REGISTRY_NAME/node/coredns:$(tool_version coredns)" ;;
+    busybox) echo "$REGISTRY_NAME/stand-in/busybox-static:$(debian_version busybox-static)" ;;
     scorecard-test) echo "quay.io/operator-framework/scorecard-test:$(tool_version operator-sdk)" ;;
     *) die "unknown image '$1' (known: ${ALL_IMAGES[*]})" ;;
   esac

@@ -39,14 +39,20 @@ since() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }';
 
 tmp="$(mktemp -d /tmp/memcached-operator-run.XXXXXX)"
 follow_pid=""
+started=0
+# The cluster belongs to this script (CONTROL_PLANE_OWNER): its supervisor stops it when this
+# script ends, even by SIGKILL. On Ctrl-C it is stopped here, in sight; a cluster this run did
+# not start (the start refuses to carry on with one) is never stopped.
 cleanup() {
   trap - EXIT INT TERM
-  say "stopping: OLM, the operator, the node and its pods, the control plane"
   if [[ -n "$follow_pid" ]]; then
     kill "$follow_pid" 2>/dev/null || true
     wait "$follow_pid" 2>/dev/null || true
   fi
-  "$ROOT/hack/control-plane.sh" stop || true
+  if ((started)); then
+    say "stopping: OLM, the operator, the node and its pods, the control plane"
+    CONTROL_PLANE_OWNER=$$ "$ROOT/hack/control-plane.sh" stop || true
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -57,7 +63,11 @@ kubectl() { "$KUBECTL" --kubeconfig "$STATE/kubeconfig" --cache-dir "$tmp/kubect
 source "$ROOT/hack/lib/samples.sh"
 
 
-NODE=kubelet "$ROOT/hack/control-plane.sh" start >/dev/null
+started=1
+NODE=kubelet CONTROL_PLANE_OWNER=$$ "$ROOT/hack/control-plane.sh" start >/dev/null || {
+  started=0
+  exit 1
+}
 export KUBECONFIG="$STATE/kubeconfig"
 # Before the operator: it looks for cert-manager's API when it starts.
 CONTROL_PLANE_DIR="$STATE" "$ROOT/hack/cert-manager.sh" start >/dev/null

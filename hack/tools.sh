@@ -44,8 +44,8 @@
 #   memcached     Debian's memcached package, installed with apt-get (as root) when no
 #                 memcached is on PATH; not in the default set, since it goes into the
 #                 system rather than .tools/, and its version is Debian's, not a pin
-#   node          Debian's runc, CNI plugins (bridge, host-local, loopback), iptables and
-#                 conntrack, for the local cluster's node; apt-get, like memcached
+#   node          Debian's runc, CNI plugins (bridge, host-local, loopback), iptables, nft
+#                 and conntrack, for the local cluster's node; apt-get, like memcached
 #   images        Debian's buildah, skopeo, podman, registry (docker-registry), catatonit,
 #                 busybox-static and musl-tools, to build, serve and inspect the images the
 #                 local cluster pulls (hack/images.sh; podman is the container tool of
@@ -385,7 +385,7 @@ copy_crd() {
 packages_of() {
   case "$1" in
     memcached) echo memcached ;;
-    node) echo runc containernetworking-plugins iptables conntrack ;;
+    node) echo runc containernetworking-plugins iptables nftables conntrack ;;
     images) echo buildah skopeo podman docker-registry catatonit busybox-static musl-tools ;;
     load) echo stress-ng ;;
   esac
@@ -393,7 +393,7 @@ packages_of() {
 commands_of() {
   case "$1" in
     memcached) echo memcached ;;
-    node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables conntrack ;;
+    node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables nft conntrack ;;
     images) echo buildah skopeo podman docker-registry catatonit /bin/busybox musl-gcc ;;
     load) echo stress-ng ;;
   esac

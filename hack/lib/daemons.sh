@@ -6,8 +6,13 @@
 # still runs that program, so a recycled pid is never signalled, and stopping a daemon stops
 # its whole process group and nothing else.
 #
-# The sourcing script sets BIN, RUN, LOGS and COMPONENTS (its daemons, in start order) and
-# defines log; wait_for also reads DEADLINE and TIMEOUT, and WAITING_ON when it is set.
+# The sourcing script sets BIN, RUN, LOGS, COMPONENTS (its daemons, in start order) and
+# DAEMON_MARK (whose they are: cluster=STATE-DIRECTORY or registry=CHECKOUT, which every
+# daemon carries in its environment as MEMCACHED_OPERATOR_DAEMON, so that a leftover check
+# finds them and who they belonged to) and defines log; wait_for also reads DEADLINE and
+# TIMEOUT, and WAITING_ON when it is set. A script whose daemons are part of the real node
+# sets DAEMON_HOLDS_NODE=1: they then inherit the node lock (descriptor 7,
+# hack/lib/node-lock.sh), which stays held until the last of them ends.
 
 # runs_binary PID BINARY: whether process PID runs the program file BINARY, however either
 # path is spelled. The kernel gives /proc/PID/exe fully resolved, while BINARY may pass
@@ -57,8 +62,9 @@ tail_log() {
   fi
 }
 
-# free_port: a TCP port on 127.0.0.1 that nothing listens on now, for a daemon to bind.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# tcp_listeners PID: the addresses (ADDRESS:PORT) process PID listens on for TCP, one a line,
+# as the kernel reports them: how a daemon told to bind port 0 is found.
+tcp_listeners() { ss -Hltnp 2>/dev/null | awk -v p="pid=$1," 'index($0, p) { print $4 }'; }
 
 # launch NAME ARGS...: runs .tools/bin/NAME in a session (and process group) of its own,
 # detached from the caller's terminal and pipes, and records its pid. The environment is the
@@ -66,9 +72,23 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 launch() {
   local name="$1"
   shift
-  # 8>&- 9>&-: the daemon must not hold the scripts' state locks.
-  setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 8>&- 9>&- &
-  echo "$!" >"$RUN/$name.pid"
+  : "${DAEMON_MARK:?the sourcing script sets DAEMON_MARK}"
+  # 8>&- 9>&-: the daemon must not hold the scripts' state locks; 7, the node lock, only when
+  # it is a part of the node.
+  if [[ "${DAEMON_HOLDS_NODE:-0}" == 1 ]]; then
+    MEMCACHED_OPERATOR_DAEMON="$DAEMON_MARK" setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 8>&- 9>&- &
+  else
+    MEMCACHED_OPERATOR_DAEMON="$DAEMON_MARK" setsid "$BIN/$name" "$@" </dev/null >"$LOGS/$name.log" 2>&1 7>&- 8>&- 9>&- &
+  fi
+  local pid=$! i
+  echo "$pid" >"$RUN/$name.pid"
+  # $! is the shell forked to run it until that shell has exec'd the program (pid_of would say
+  # it is not running): wait for the exec, or for the end of a daemon that failed at once.
+  for ((i = 0; i < 600; i++)); do
+    runs_binary "$pid" "$BIN/$name" && return 0
+    [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null || echo gone)" != @(Z|gone) ]] || return 0
+    sleep 0.05
+  done
 }
 
 # check_alive: fails, naming the daemon and showing its log, if one that was started has died.

@@ -4,6 +4,12 @@
 //! state directory of its own, and gives a kube client, the admin kubeconfig and the pinned
 //! kubectl for it.
 //!
+//! The plane belongs to the test process (`CONTROL_PLANE_OWNER`): the script's supervisor stops
+//! it, and removes its state directory, when the process exits without dropping it (Ctrl-C, an
+//! abort), so that no run leaves a cluster behind. A real node is the machine's: a second
+//! start while another cluster has it fails with the script's refusal, which names that
+//! cluster.
+//!
 //! What a test installs into the control plane (the operator's CRD, its webhook wiring) is the
 //! test's business, not this module's. The script needs the tools in `.tools/bin` (it installs
 //! them when they are missing, which takes a long while), so tests that use this module are
@@ -102,7 +108,8 @@ impl Node {
 }
 
 /// A control plane started by `hack/control-plane.sh` in its own state directory; stopped
-/// (every process it started) when dropped.
+/// (every process it started) when dropped, or by its supervisor when this process ends
+/// without dropping it.
 pub struct ControlPlane {
     state: TempDir,
 }
@@ -127,6 +134,8 @@ impl ControlPlane {
             .arg("start")
             .env("CONTROL_PLANE_DIR", state.path())
             .env("NODE", node.env())
+            .env("CONTROL_PLANE_OWNER", std::process::id().to_string())
+            .env("CONTROL_PLANE_DISPOSABLE", "1")
             .output()
             .map_err(|error| ControlPlaneError::Run {
                 program: script.clone(),

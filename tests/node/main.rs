@@ -1,10 +1,12 @@
 //! Proves what only a real node can: the local cluster's kubelet, containerd and runc run the
 //! operator from the image built from the shipped Dockerfile, and enforce what the Deployment
-//! asks of its containers; the node keeps pod traffic on this machine; and memcached's servers
-//! answer by the names `status.servers` gives, through the cluster's DNS, and refuse the
-//! clients TLS, client certificates and credentials keep out; their exporter reports what the
-//! clients did; and scorecard's six
-//! tests pass on the shipped bundle, run in pods as certification runs them.
+//! asks of its containers; the node keeps pod traffic on this machine, lets pods reach no
+//! listener of it but the API server and the kubelet, admits no pod beyond Pod Security's
+//! `baseline` unless its namespace opts out, and pulls from no registry but the local one;
+//! memcached's servers answer by the names `status.servers` gives, through the cluster's DNS,
+//! and refuse the clients TLS, client certificates and credentials keep out; their exporter
+//! reports what the clients did; and scorecard's six tests pass on the shipped bundle, run in
+//! pods as certification runs them.
 //!
 //! One environment serves every scenario (`testkit::scenarios`): a control plane with a real
 //! node (`NODE=kubelet hack/control-plane.sh start`) and `make deploy` on it
@@ -19,6 +21,7 @@ mod credentials;
 mod dns;
 mod metrics;
 mod network;
+mod pod_reach;
 mod rotation;
 mod scorecard;
 mod secured;
@@ -29,6 +32,9 @@ use crate::cluster::Env;
 fn main() {
     let scenarios = testkit::scenarios![
         network::the_node_keeps_pod_traffic_on_this_machine,
+        pod_reach::pods_reach_only_the_api_server_and_the_kubelet_on_this_machine,
+        pod_reach::pod_security_baseline_is_enforced_unless_a_namespace_opts_out,
+        pod_reach::every_image_is_pulled_from_the_local_registry_alone,
         confinement::the_operator_runs_from_its_image_as_the_deployment_confines_it,
         controls::the_runtime_refuses_what_a_container_may_not_do,
         dns::memcached_answers_by_the_names_in_its_status_through_cluster_dns,

@@ -1,8 +1,11 @@
 //! The node keeps pod traffic on this machine, read from the rules themselves (no packet is
 //! sent anywhere to find out): forwarding is confined to the pods' bridge before any other
 //! rule can accept a packet, nothing from the pods is translated on its way off the bridge,
-//! the CNI network masquerades nothing, Services and NodePorts live on the bridge alone, and
-//! pods inherit no resolver of this machine.
+//! pods reach only the API server and the kubelet among this machine's listeners, the bridge
+//! carries no IPv6 and ip6tables drops it anyway, the CNI network masquerades nothing, Services
+//! and NodePorts live on the bridge alone, pods inherit no resolver of this machine, containerd
+//! knows no registry but the local one, and the API server enforces Pod Security `baseline` by
+//! default. `pod_reach` proves the same by what pods can and cannot do.
 
 use std::sync::Arc;
 
@@ -19,11 +22,27 @@ const SERVICE_CIDR: &str = "10.96.0.0/24";
 
 /// The rules of `chain` in `table`, as `iptables -S` prints them, without the chain's own line.
 fn rules(table: &str, chain: &str) -> Vec<String> {
-    host("iptables", &["-w", "5", "-t", table, "-S", chain])
+    rules_of("iptables", table, chain)
+}
+
+/// [`rules`] of `command` (`iptables` or `ip6tables`).
+fn rules_of(command: &str, table: &str, chain: &str) -> Vec<String> {
+    host(command, &["-w", "5", "-t", table, "-S", chain])
         .lines()
         .filter(|line| line.starts_with("-A "))
         .map(str::to_string)
         .collect()
+}
+
+/// The API server's port, from the URL the control plane wrote.
+fn api_server_port(env: &Env) -> String {
+    let url = std::fs::read_to_string(env.plane.state_dir().join("apiserver-url"))
+        .expect("the control plane's apiserver-url");
+    url.trim()
+        .rsplit(':')
+        .next()
+        .expect("a port in the API server's URL")
+        .to_string()
 }
 
 pub async fn the_node_keeps_pod_traffic_on_this_machine(env: Arc<Env>) {
@@ -59,6 +78,65 @@ pub async fn the_node_keeps_pod_traffic_on_this_machine(env: Arc<Env>) {
             .all(|r| r.ends_with("-j RETURN") || r.ends_with("-j DROP")),
         "the guard accepts nothing itself: {guard:#?}"
     );
+
+    // From the bridge, this machine takes replies to its own connections, the API server's port
+    // and the kubelet's, and drops everything else; first in mangle INPUT, before filter INPUT,
+    // where kube-proxy accepts its own.
+    let input = rules("mangle", "INPUT");
+    assert_eq!(
+        input.first().map(String::as_str),
+        Some("-A INPUT -j MEMCACHED-NODE-INPUT"),
+        "the input guard is mangle INPUT's first rule: {input:#?}"
+    );
+    let api = api_server_port(&env);
+    let input_guard = rules("mangle", "MEMCACHED-NODE-INPUT");
+    eprintln!("mangle MEMCACHED-NODE-INPUT: {input_guard:#?}");
+    assert_eq!(
+        input_guard,
+        vec![
+            format!(
+                "-A MEMCACHED-NODE-INPUT -i {BRIDGE} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
+            ),
+            format!(
+                "-A MEMCACHED-NODE-INPUT -d {NODE_IP}/32 -i {BRIDGE} -p tcp -m tcp --dport {api} -j RETURN"
+            ),
+            format!(
+                "-A MEMCACHED-NODE-INPUT -d {NODE_IP}/32 -i {BRIDGE} -p tcp -m tcp --dport 10250 -j RETURN"
+            ),
+            format!("-A MEMCACHED-NODE-INPUT -i {BRIDGE} -j DROP"),
+        ],
+        "pods reach the API server and the kubelet on this machine, nothing else"
+    );
+
+    // IPv6: the bridge has none, and ip6tables drops whatever would cross it or reach this
+    // machine from it.
+    let disabled =
+        std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/{BRIDGE}/disable_ipv6"))
+            .expect("the bridge's disable_ipv6");
+    assert_eq!(disabled.trim(), "1", "IPv6 is off on {BRIDGE}");
+    for (hook, chain, expected) in [
+        (
+            "FORWARD",
+            "MEMCACHED-NODE-FORWARD",
+            vec![
+                format!("-A MEMCACHED-NODE-FORWARD -i {BRIDGE} -j DROP"),
+                format!("-A MEMCACHED-NODE-FORWARD -o {BRIDGE} -j DROP"),
+            ],
+        ),
+        (
+            "INPUT",
+            "MEMCACHED-NODE-INPUT",
+            vec![format!("-A MEMCACHED-NODE-INPUT -i {BRIDGE} -j DROP")],
+        ),
+    ] {
+        let hook_rules = rules_of("ip6tables", "mangle", hook);
+        assert_eq!(
+            hook_rules.first().map(String::as_str),
+            Some(format!("-A {hook} -j {chain}").as_str()),
+            "ip6tables mangle {hook} jumps to {chain} first: {hook_rules:#?}"
+        );
+        assert_eq!(rules_of("ip6tables", "mangle", chain), expected);
+    }
 
     let postrouting = rules("nat", "POSTROUTING");
     assert_eq!(
@@ -108,6 +186,46 @@ pub async fn the_node_keeps_pod_traffic_on_this_machine(env: Arc<Env>) {
     assert!(
         route.contains(&format!("dev {BRIDGE}")),
         "{SERVICE_CIDR} is routed onto {BRIDGE}: {route}"
+    );
+
+    // containerd's only registry is the local one: `_default` stands for every host without a
+    // directory of its own, and there is no other.
+    let certs = env
+        .plane
+        .state_dir()
+        .join("kubelet-node/containerd/certs.d");
+    let hosts: Vec<_> = std::fs::read_dir(&certs)
+        .expect("containerd's registry configuration")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(hosts, vec!["_default".to_string()], "{}", certs.display());
+    let default = std::fs::read_to_string(certs.join("_default/hosts.toml")).expect("hosts.toml");
+    let registry = host(
+        &testkit::repository::hack("registry.sh").to_string_lossy(),
+        &["address"],
+    );
+    let registry = registry.trim();
+    assert!(
+        registry.starts_with("127.")
+            && default.contains(&format!("server = \"http://{registry}\"")),
+        "every host is served by the local registry {registry}: {default}"
+    );
+    let servers: Vec<_> = default
+        .lines()
+        .filter(|line| line.contains("http"))
+        .collect();
+    assert!(
+        servers.iter().all(|line| line.contains(registry)),
+        "no other server: {servers:#?}"
+    );
+
+    // Pod Security: `baseline` enforced wherever a namespace does not say otherwise.
+    let admission = std::fs::read_to_string(env.plane.state_dir().join("admission.yaml"))
+        .expect("the API server's admission configuration");
+    assert!(
+        admission.contains("enforce: baseline"),
+        "baseline is enforced by default: {admission}"
     );
 
     // Pods resolve cluster names only: the kubelet gives them no resolver of this machine.

@@ -1,0 +1,163 @@
+# The configuration files of the local cluster's node: containerd's (with its registry hosts),
+# the CNI network's, the kubelet's and kube-proxy's, written under the node's directory by
+# hack/node.sh start. Sourced by hack/node.sh (after hack/lib/node-network.sh), never run.
+
+write_containerd_config() {
+  local dir pause
+  pause="$("$ROOT/hack/images.sh" reference pause)"
+  mkdir -p "$NODE_DIR/containerd" "$NODE_DIR/cni" "$NODE_SOCKETS"
+  # Every registry host, named here or not (the `_default` directory stands for any host that
+  # has none of its own), is the local registry, with no fallback to the host itself: an image
+  # that is not in the local registry cannot be pulled at all.
+  rm -rf "$NODE_DIR/containerd/certs.d"
+  dir="$NODE_DIR/containerd/certs.d/_default"
+  mkdir -p "$dir"
+  cat >"$dir/hosts.toml" <<EOF
+# Any registry is pulled from the local registry alone ($REGISTRY, this checkout's): no
+# fallback to the registry the image names, no other server.
+server = "http://$REGISTRY"
+
+[host."http://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+EOF
+  cat >"$NODE_DIR/containerd/config.toml" <<EOF
+version = 3
+root = "$NODE_DIR/containerd/root"
+state = "$NODE_SOCKETS/containerd"
+# NRI would listen on /var/run/nri; nothing here uses it.
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = "$NODE_SOCKETS/containerd.sock"
+
+[ttrpc]
+  address = "$NODE_SOCKETS/containerd.sock.ttrpc"
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = "$NODE_DIR/containerd/opt"
+
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "$pause"
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = "$NODE_DIR/containerd/certs.d"
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    # This VM withholds CAP_SYS_RESOURCE: a sandbox asking for oom_score_adj -998 fails
+    # unless containerd clamps it to what it may set.
+    restrict_oom_score_adj = true
+    # Network namespaces under containerd's state directory, not /var/run/netns.
+    netns_mounts_under_state_dir = true
+    enable_cdi = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "$NODE_DIR/cni"
+      max_conf_num = 1
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "$(command -v runc)"
+          Root = "$NODE_SOCKETS/runc"
+          SystemdCgroup = false
+EOF
+  cat >"$NODE_DIR/cni/10-memcached-node.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "memcached-node",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$NODE_BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$POD_CIDR", "gateway": "$NODE_IP" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "dataDir": "$NODE_DIR/cni-ipam"
+      }
+    }
+  ]
+}
+EOF
+}
+
+write_kubelet_config() {
+  mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs"
+  cat >"$NODE_DIR/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# cgroup v1 on this machine: kubelet 1.35 refuses it unless told (KEP-5573); no systemd.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+# Every pod's cgroup under a root of the node's own, so that a stop removes its pods' cgroups
+# and no other's.
+cgroupRoot: /$NODE_CGROUP
+# No KUBE-FIREWALL, KUBE-IPTABLES-HINT or canary chains from the kubelet: the firewall's only
+# KUBE-* chains are kube-proxy's.
+makeIPTablesUtilChains: false
+containerRuntimeEndpoint: unix://$NODE_SOCKETS/containerd.sock
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 0
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $PKI/ca.crt
+authorization:
+  mode: Webhook
+clusterDomain: $CLUSTER_DOMAIN
+clusterDNS:
+- $NODE_DNS_IP
+# Pods inherit no resolver of this machine: cluster names only.
+resolvConf: ""
+podCIDR: $POD_CIDR
+podLogsDir: $NODE_DIR/pod-logs
+volumePluginDir: $NODE_DIR/kubelet/volume-plugins
+# No image or disk eviction on a shared development machine's disk.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+imageGCHighThresholdPercent: 100
+serializeImagePulls: false
+EOF
+  cat >"$NODE_DIR/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $STATE/kube-proxy.kubeconfig
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+bindAddress: $NODE_IP
+healthzBindAddress: $NODE_IP:10256
+metricsBindAddress: $NODE_IP:10249
+# NodePorts on the node's bridge address only, never on this machine's other interfaces or
+# loopback.
+nodePortAddresses:
+- $NODE_IP/32
+iptables:
+  masqueradeAll: false
+  localhostNodePorts: false
+# 0: leave the machine's conntrack settings as they are.
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+EOF
+}
