@@ -6,7 +6,7 @@
 #
 # NODE=kubelet: the node is real (hack/node.sh: kubelet, kube-proxy, containerd, CNI, CoreDNS)
 # and the cluster lives on the node's bridge: the API server listens on its address
-# (10.244.0.1), Services are 10.96.0.0/24, pods 10.244.0.0/24, no pod packet leaves the
+# (10.244.0.1), Services are 10.96.0.0/24, pods 10.244.0.0/22, no pod packet leaves the
 # machine (hack/lib/node-network.sh, docs/local-cluster.md "Network safety"), and Pod Security
 # enforces `baseline` on every namespace that does not say otherwise.
 #
@@ -20,6 +20,9 @@
 #        hack/control-plane.sh stop     stop every process it started (the node with its
 #                                       pods, and cert-manager if hack/deploy.sh runs it
 #                                       here), remove its files
+#        hack/control-plane.sh restart COMPONENT
+#                                       stop etcd, kube-apiserver, kube-controller-manager or
+#                                       kube-scheduler and start it again, its data kept
 #        hack/control-plane.sh status   say what runs; exit 0 when all of it runs, else 1
 #        hack/control-plane.sh env      print `export KUBECONFIG=...`
 #
@@ -554,6 +557,21 @@ status() {
 
 print_env() { printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"; }
 
+# restart COMPONENT: one daemon of the running cluster stopped and started again, its data
+# kept (hack/lib/daemons.sh, restart_component), as an upgrade or a crash and a service
+# manager would; returns once the API server is ready again (etcd's check included). A node
+# daemon is restarted by hack/node.sh restart.
+restart() {
+  local name="$1"
+  [[ " ${COMPONENTS[*]} " == *" $name "* ]] ||
+    die "restart: '$name' is not one of ${COMPONENTS[*]} (the node's: hack/node.sh restart)"
+  SECONDS=0
+  DEADLINE=$TIMEOUT
+  restart_component "$name"
+  WAITING_ON=$name wait_for "kube-apiserver /readyz after restarting $name" is_ready
+  log "$name restarted; the API server ready again after ${SECONDS}s"
+}
+
 # start and stop hold a lock on the state directory, so that concurrent callers (say, two
 # test binaries) take turns: the second start finds the control plane running.
 #
@@ -566,9 +584,10 @@ case "${1:-}" in
     [[ -d "$STATE" ]] || { log "nothing to stop: $STATE does not exist"; exit 0; }
     lock_state "$STATE/.lock" && stop
     ;;
+  restart) lock_state "$STATE/.lock" && restart "${2:-}" ;;
   status) status ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 start|stop|status|env (try --help)" ;;
+  *) die "usage: $0 start|stop|restart COMPONENT|status|env (try --help)" ;;
 esac
 exit

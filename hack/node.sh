@@ -13,6 +13,9 @@
 #        hack/node.sh start          containerd, kubelet, kube-proxy, CoreDNS; waits until the
 #                                    Node is Ready and CoreDNS answers
 #        hack/node.sh stop           every container, mount, cgroup and process of the node
+#        hack/node.sh restart NAME   containerd, kubelet or kube-proxy stopped and started
+#                                    again, as a service manager restarts it; the pods' own
+#                                    processes run on
 #        hack/node.sh network-down   everything network-up and kube-proxy added
 #        hack/node.sh status         say what runs
 #        hack/node.sh leftovers      list what the local clusters that no longer run left on
@@ -145,6 +148,26 @@ EOF
   log "node $NODE_NAME ready in ${SECONDS}s (pods $POD_CIDR, DNS $NODE_DNS_IP)"
 }
 
+# kubelet_listens: whether the kubelet serves its API (port 10250) on the node's address.
+kubelet_listens() { [[ -n "$(ss -Hltn "src $NODE_IP:10250" 2>/dev/null)" ]]; }
+
+# restart COMPONENT: containerd, the kubelet or kube-proxy stopped and started again, as a
+# service manager restarts a node daemon (hack/lib/daemons.sh, restart_component); the pods'
+# containers run on under their shims meanwhile. Returns once it serves again.
+restart() {
+  local name="$1"
+  [[ " ${COMPONENTS[*]} " == *" $name "* ]] || die "restart: '$name' is not one of ${COMPONENTS[*]}"
+  SECONDS=0
+  DEADLINE=$TIMEOUT
+  restart_component "$name"
+  case "$name" in
+    containerd) WAITING_ON=containerd wait_for "containerd" containerd_up ;;
+    kubelet) WAITING_ON=kubelet wait_for "the kubelet's port 10250" kubelet_listens ;;
+    kube-proxy) WAITING_ON=kube-proxy wait_for "kube-proxy's rules" postrouting_chain ;;
+  esac
+  log "$name restarted and serving after ${SECONDS}s"
+}
+
 # kill_pod_processes: SIGKILL to every process in the node's cgroup root, until none is left
 # (5 s).
 kill_pod_processes() {
@@ -254,6 +277,7 @@ case "${1:-}" in
   network-down) network_down ;;
   start) start ;;
   stop) stop ;;
+  restart) restart "${2:-}" ;;
   status) status ;;
   leftovers)
     # shellcheck source=hack/lib/leftovers.sh
@@ -263,6 +287,6 @@ case "${1:-}" in
     [[ -z "$left" ]] || { printf '%s\n' "$left"; exit 1; }
     ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 network-up|start|stop|network-down|status|leftovers (try --help)" ;;
+  *) die "usage: $0 network-up|start|stop|restart COMPONENT|network-down|status|leftovers (try --help)" ;;
 esac
 exit

@@ -141,6 +141,32 @@ stop_component() {
   die "$name (pid $pid) survived SIGKILL"
 }
 
+# restart_component NAME: stops daemon NAME (as stop_component does) and starts the same
+# program again with the same arguments, environment and working directory, as a service
+# manager restarts a crashed or upgraded daemon: its state on disk (etcd's data, containerd's
+# and the kubelet's directories) is kept. The new process does not hold the node lock (only a
+# start takes it); the supervisor and the other daemons still do.
+restart_component() {
+  local name="$1" pid cwd i
+  local -a args envs
+  pid="$(pid_of "$name")"
+  [[ -n "$pid" ]] || die "$name is not running: nothing to restart"
+  mapfile -d '' args <"/proc/$pid/cmdline"
+  mapfile -d '' envs <"/proc/$pid/environ"
+  cwd="$(readlink "/proc/$pid/cwd")"
+  stop_component "$name"
+  (cd "$cwd" && exec setsid env -i "${envs[@]}" "$BIN/$name" "${args[@]:1}" </dev/null >>"$LOGS/$name.log" 2>&1 7>&- 8>&- 9>&-) &
+  pid=$!
+  echo "$pid" >"$RUN/$name.pid"
+  for ((i = 0; i < 600; i++)); do
+    runs_binary "$pid" "$BIN/$name" && { log "restarted $name (pid $pid)"; return 0; }
+    [[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null || echo gone)" != @(Z|gone) ]] || break
+    sleep 0.05
+  done
+  tail_log "$name"
+  die "$name did not start again"
+}
+
 # lock_state FILE: holds an exclusive lock on FILE (on descriptor 8) until the script exits,
 # waiting for whoever holds it.
 lock_state() {

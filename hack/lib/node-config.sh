@@ -125,6 +125,8 @@ clusterDNS:
 # Pods inherit no resolver of this machine: cluster names only.
 resolvConf: ""
 podCIDR: $POD_CIDR
+# The fault drills run hundreds of small memcached pods on this one node (the default is 110).
+maxPods: 400
 podLogsDir: $NODE_DIR/pod-logs
 volumePluginDir: $NODE_DIR/kubelet/volume-plugins
 # No image or disk eviction on a shared development machine's disk.

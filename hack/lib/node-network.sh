@@ -8,7 +8,7 @@
 NODE_BRIDGE=mcnode0
 NODE_NAME=local
 NODE_IP=10.244.0.1
-POD_CIDR=10.244.0.0/24
+POD_CIDR=10.244.0.0/22
 # Services: routed onto the bridge, so that the node's own connections to a ClusterIP that
 # kube-proxy did not translate go nowhere else.
 NODE_SERVICE_CIDR=10.96.0.0/24

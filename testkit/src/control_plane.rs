@@ -74,7 +74,31 @@ pub enum ControlPlaneError {
     /// No kube client could be made from the kubeconfig.
     #[error("cannot make a client for the control plane: {0}")]
     Client(kube::Error),
+    /// A restart of one of its daemons failed; the script's standard error says why.
+    #[error("{} restart {component} failed ({status}):\n{stderr}", .script.display())]
+    Restart {
+        /// The script.
+        script: PathBuf,
+        /// The daemon.
+        component: String,
+        /// How it exited.
+        status: ExitStatus,
+        /// What it wrote to standard error.
+        stderr: String,
+    },
 }
+
+/// The daemons of a control plane with a real node that [`ControlPlane::restart`] restarts,
+/// and the script that restarts each.
+const RESTARTABLE: [(&str, &str); 7] = [
+    ("etcd", SCRIPT),
+    ("kube-apiserver", SCRIPT),
+    ("kube-controller-manager", SCRIPT),
+    ("kube-scheduler", SCRIPT),
+    ("containerd", "node.sh"),
+    ("kubelet", "node.sh"),
+    ("kube-proxy", "node.sh"),
+];
 
 /// What a kubectl run printed, and whether it succeeded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,12 +149,26 @@ impl ControlPlane {
     /// Starts a control plane with the `node` given, as [`ControlPlane::start`] does; with a
     /// real node it returns once the Node is Ready and CoreDNS answers.
     pub fn start_as(node: Node) -> Result<ControlPlane, ControlPlaneError> {
+        ControlPlane::start_with(node, None)
+    }
+
+    /// Starts a control plane with the `node` given, as [`ControlPlane::start_as`] does,
+    /// whose API server writes an audit log (JSON lines, [`ControlPlane::audit_log`]) by the
+    /// audit policy file `audit_policy`, when one is given.
+    pub fn start_with(
+        node: Node,
+        audit_policy: Option<&Path>,
+    ) -> Result<ControlPlane, ControlPlaneError> {
         let state = tempfile::Builder::new()
             .prefix("memcached-operator-control-plane.")
             .tempdir()
             .map_err(ControlPlaneError::StateDir)?;
         let script = repository::hack(SCRIPT);
-        let output = Command::new(&script)
+        let mut command = Command::new(&script);
+        if let Some(policy) = audit_policy {
+            command.env("AUDIT_POLICY", policy);
+        }
+        let output = command
             .arg("start")
             .env("CONTROL_PLANE_DIR", state.path())
             .env("NODE", node.env())
@@ -172,6 +210,42 @@ impl ControlPlane {
     /// The state directory: kubeconfig, PKI, logs of each component (`logs/NAME.log`).
     pub fn state_dir(&self) -> &Path {
         self.state.path()
+    }
+
+    /// The API server's audit log, when it was started with an audit policy.
+    pub fn audit_log(&self) -> PathBuf {
+        self.state.path().join("logs/audit.log")
+    }
+
+    /// Stops one daemon of the running cluster (etcd, kube-apiserver,
+    /// kube-controller-manager, kube-scheduler, or the node's containerd, kubelet or
+    /// kube-proxy) and starts it again with its data kept, as a service manager restarts a
+    /// daemon; returns once it serves again. Blocks; from async code call it through
+    /// `spawn_blocking`.
+    pub fn restart(&self, component: &str) -> Result<(), ControlPlaneError> {
+        let script = RESTARTABLE
+            .iter()
+            .find(|(name, _)| *name == component)
+            .map(|(_, script)| repository::hack(script))
+            .unwrap_or_else(|| repository::hack(SCRIPT));
+        let output = Command::new(&script)
+            .args(["restart", component])
+            .env("CONTROL_PLANE_DIR", self.state.path())
+            .output()
+            .map_err(|error| ControlPlaneError::Run {
+                program: script.clone(),
+                error,
+            })?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(ControlPlaneError::Restart {
+                script,
+                component: component.to_string(),
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            })
+        }
     }
 
     /// The admin kubeconfig (group `system:masters`).

@@ -50,7 +50,21 @@ pub fn deploy(plane: &ControlPlane) -> Result<Deployed, ScriptError> {
 /// Starts a control plane with a real node and deploys on it, from async code; returns the
 /// plane, an admin client and what was deployed, or which step failed, for a scenario runner.
 pub async fn start_and_deploy() -> Result<(ControlPlane, Client, Deployed), String> {
-    let (plane, client) = ControlPlane::start_as_with_client(Node::Kubelet).await?;
+    start_and_deploy_with(None).await
+}
+
+/// [`start_and_deploy`], the API server writing an audit log by `audit_policy` when given
+/// ([`ControlPlane::start_with`]).
+pub async fn start_and_deploy_with(
+    audit_policy: Option<std::path::PathBuf>,
+) -> Result<(ControlPlane, Client, Deployed), String> {
+    let plane = tokio::task::spawn_blocking(move || {
+        ControlPlane::start_with(Node::Kubelet, audit_policy.as_deref())
+    })
+    .await
+    .map_err(|e| format!("the control plane's start did not finish: {e}"))?
+    .map_err(|e| e.to_string())?;
+    let client = plane.client().await.map_err(|e| e.to_string())?;
     let (plane, deployed) = tokio::task::spawn_blocking(move || {
         let deployed = deploy(&plane);
         (plane, deployed)

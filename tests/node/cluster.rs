@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, PostPar
 use kube::core::{ApiResource, GroupVersionKind};
 use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use testkit::control_plane::ControlPlane;
-use testkit::deploy::{Deployed, start_and_deploy};
+use testkit::deploy::{Deployed, start_and_deploy_with};
 
 pub use testkit::scenarios::eventually;
 
@@ -42,7 +42,8 @@ pub struct Env {
 impl Env {
     /// Starts the control plane with a real node and deploys `config/default` on it.
     pub async fn start() -> Result<Env, String> {
-        let (plane, client, deployed) = start_and_deploy().await?;
+        let policy = testkit::repository::root().join("tests/node/audit-policy.yaml");
+        let (plane, client, deployed) = start_and_deploy_with(Some(policy)).await?;
         Ok(Env {
             client,
             deployed,

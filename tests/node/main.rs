@@ -19,6 +19,7 @@ mod confinement;
 mod controls;
 mod credentials;
 mod dns;
+mod faults;
 mod metrics;
 mod network;
 mod pod_reach;
@@ -45,6 +46,13 @@ fn main() {
         credentials::changed_credentials_reach_the_server_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,
         scorecard::scorecard_passes_every_test_of_the_shipped_configuration,
+        faults::containerd_restarted_memcached_serves_through_it,
+        faults::kubelet_restarted_memcached_serves_through_it,
+        faults::a_killed_memcached_is_restarted_and_the_status_and_events_follow,
+        faults::memcached_out_of_memory_is_restarted_and_the_operator_stays_up,
+        faults::the_partitioned_leader_steps_down_and_no_two_replicas_ever_write,
+        faults::kube_apiserver_restarted_while_memcacheds_are_created_every_one_ends_available,
+        faults::etcd_restarted_while_memcacheds_are_created_every_one_ends_available,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);
 }

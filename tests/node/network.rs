@@ -16,7 +16,7 @@ use crate::cluster::{Env, host};
 
 /// The node's addresses, as hack/lib/node-network.sh sets them.
 const BRIDGE: &str = "mcnode0";
-const POD_CIDR: &str = "10.244.0.0/24";
+const POD_CIDR: &str = "10.244.0.0/22";
 const NODE_IP: &str = "10.244.0.1";
 const SERVICE_CIDR: &str = "10.96.0.0/24";
 
