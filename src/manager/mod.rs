@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::admission::Defaults;
-use crate::controller::{self, Context};
+use crate::controller::{self, context::Context};
 use crate::listener::ServerError;
 use crate::tls::profile::cluster::{self, SettingsWatch};
 use crate::webhook::{self, server};
@@ -127,14 +127,9 @@ pub enum RunError {
          or pass --leader-elect=false"
     )]
     NoLeaseNamespace,
-    /// The renew deadline is not shorter than the lease.
-    #[error("--renew-deadline ({renew:?}) must be shorter than --lease-duration ({lease:?})")]
-    BadTiming {
-        /// The renew deadline.
-        renew: Duration,
-        /// The lease duration.
-        lease: Duration,
-    },
+    /// The leader election's timing cannot work.
+    #[error(transparent)]
+    BadTiming(#[from] leader::TimingError),
     /// The webhook, probe or metrics server failed.
     #[error(transparent)]
     Server(#[from] ServerError),
@@ -354,11 +349,13 @@ pub async fn serve_webhooks(
 
 /// Runs the webhook server and, while leading, the controller, until `shutdown` completes.
 pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Result<(), RunError> {
-    if args.leader_elect && args.renew_deadline >= args.lease_duration {
-        return Err(RunError::BadTiming {
-            renew: args.renew_deadline,
-            lease: args.lease_duration,
-        });
+    let timing = Timing {
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    if args.leader_elect {
+        timing.check()?;
     }
     let lease_namespace = match (&args.lease_namespace, args.leader_elect) {
         (Some(namespace), _) => Some(namespace.clone()),
@@ -371,11 +368,9 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         bounded_client(config, args.max_requests_in_flight).map_err(RunError::Client)?;
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     let controller_metrics = controller::metrics::Metrics::register(&mut registry);
-    let (platform, apis) = controller::discover(&client).await;
+    let platform = controller::discover(&client).await;
     info!(
         ?platform,
-        cert_manager = apis.certificates,
-        service_monitors = apis.service_monitors,
         webhooks = args.webhooks,
         leader_elect = args.leader_elect,
         "starting"
@@ -387,7 +382,6 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         controller_metrics,
     );
     context.concurrency = args.max_concurrent_reconciles;
-    context.apis = apis;
     let context = Arc::new(context);
 
     let tls_settings = cluster::follow(Some(client.clone()), tls_suites()).await;
@@ -410,11 +404,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
                 Api::<Lease>::namespaced(client, &namespace),
                 &args.lease_name,
                 &identity(),
-                Timing {
-                    lease_duration: args.lease_duration,
-                    renew_deadline: args.renew_deadline,
-                    retry_period: args.retry_period,
-                },
+                timing,
             );
             tokio::spawn(reconcile_while_leading(
                 context,

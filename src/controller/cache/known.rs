@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use kube::api::ObjectMeta;
+use prometheus_client::metrics::gauge::Gauge;
 
 use super::compact::name_key as key;
 
@@ -30,13 +31,31 @@ pub struct Known {
     pub labels_and_owners: u64,
 }
 
-/// The controller's record of its children, by kind, then by a hash of namespace and name.
+/// The controller's record of its children, by kind, then by a hash of namespace and name;
+/// how many there are is published on a gauge.
 #[derive(Debug, Default)]
-pub struct KnownChildren(Mutex<HashMap<&'static str, HashMap<u64, Known>>>);
+pub struct KnownChildren {
+    records: Mutex<HashMap<&'static str, HashMap<u64, Known>>>,
+    count: Gauge,
+}
 
 impl KnownChildren {
+    /// An empty record, which keeps `count` at the number of children it holds.
+    pub fn new(count: Gauge) -> Self {
+        count.set(0);
+        Self {
+            records: Mutex::default(),
+            count,
+        }
+    }
+
     fn records(&self) -> MutexGuard<'_, HashMap<&'static str, HashMap<u64, Known>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn counted(&self, records: &HashMap<&'static str, HashMap<u64, Known>>) {
+        let total: usize = records.values().map(HashMap::len).sum();
+        self.count.set(i64::try_from(total).unwrap_or(i64::MAX));
     }
 
     /// What is known of the child `kind` named by `metadata` (namespace and name).
@@ -46,24 +65,28 @@ impl KnownChildren {
 
     /// Records what is now known of a child.
     pub fn learn(&self, kind: &'static str, metadata: &ObjectMeta, what: Known) {
-        self.records()
-            .entry(kind)
-            .or_default()
-            .insert(key(metadata), what);
+        let mut records = self.records();
+        records.entry(kind).or_default().insert(key(metadata), what);
+        self.counted(&records);
     }
 
     /// Forgets a child that was deleted.
     pub fn forget(&self, kind: &'static str, metadata: &ObjectMeta) {
-        if let Some(known) = self.records().get_mut(kind) {
+        let mut records = self.records();
+        if let Some(known) = records.get_mut(kind) {
             known.remove(&key(metadata));
+            if known.is_empty() {
+                records.remove(kind);
+            }
         }
+        self.counted(&records);
     }
 
-    /// Forgets every child of `kind`: its watch is listing again.
+    /// Forgets every child of `kind`: its watch is listing again, or stopped.
     pub fn relisting(&self, kind: &'static str) {
-        if let Some(known) = self.records().get_mut(kind) {
-            known.clear();
-        }
+        let mut records = self.records();
+        records.remove(kind);
+        self.counted(&records);
     }
 
     /// How many children of `kind` are known.
@@ -111,5 +134,17 @@ mod tests {
         known.relisting("StatefulSet");
         assert_eq!(known.count("StatefulSet"), 0);
         assert_eq!(known.count("Service"), 1);
+    }
+
+    #[test]
+    fn the_gauge_counts_every_child_known() {
+        let gauge = Gauge::default();
+        let known = KnownChildren::new(gauge.clone());
+        known.learn("StatefulSet", &meta("a", "one"), KNOWN);
+        known.learn("Service", &meta("a", "one"), KNOWN);
+        assert_eq!(gauge.get(), 2);
+        known.forget("StatefulSet", &meta("a", "one"));
+        known.forget("Service", &meta("a", "one"));
+        assert_eq!(gauge.get(), 0);
     }
 }
