@@ -12,6 +12,7 @@
 pub mod leader;
 pub mod metrics;
 pub mod probes;
+pub mod rate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use metrics::auth::{Gate, ReviewCounter, Ttls};
 use metrics::reviews::ApiServerReviews;
 use metrics::{Audience, MetricsArgs};
 use probes::{Check, ProbeArgs, Readiness};
+use rate::RateLayer;
 
 /// The prefix of every metric name.
 pub const METRICS_PREFIX: &str = "memcached_operator";
@@ -107,7 +109,23 @@ pub struct RunArgs {
     /// (docs/operating.md).
     #[arg(long, default_value_t = 8)]
     pub max_requests_in_flight: u16,
+
+    /// API requests a second the controller sends on average (client-go's QPS: a token
+    /// bucket; 0: no bound), watches and Events included. Leader election, the webhooks and
+    /// the metrics use another client.
+    #[arg(long, default_value_t = DEFAULT_KUBE_API_QPS, value_parser = crate::flag_bounds::rate)]
+    pub kube_api_qps: f64,
+
+    /// API requests the controller may send at once beyond `--kube-api-qps` after a quiet
+    /// while (client-go's burst: the bucket's size).
+    #[arg(long, default_value_t = DEFAULT_KUBE_API_BURST)]
+    pub kube_api_burst: u32,
 }
+
+/// The controller's requests a second by default.
+pub const DEFAULT_KUBE_API_QPS: f64 = 100.0;
+/// The controller's burst of requests by default.
+pub const DEFAULT_KUBE_API_BURST: u32 = 200;
 
 /// Why the operator could not run.
 #[derive(Debug, Error)]
@@ -364,8 +382,10 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     };
     let config = api_config().await.map_err(RunError::Client)?;
     let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
+    let rate =
+        (args.kube_api_qps > 0.0).then(|| RateLayer::new(args.kube_api_qps, args.kube_api_burst));
     let controller_client =
-        bounded_client(config, args.max_requests_in_flight).map_err(RunError::Client)?;
+        bounded_client(config, args.max_requests_in_flight, rate).map_err(RunError::Client)?;
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     let controller_metrics = controller::metrics::Metrics::register(&mut registry);
     let platform = controller::discover(&client).await;
@@ -440,19 +460,23 @@ async fn api_config() -> Result<kube::Config, kube::Error> {
     Ok(config)
 }
 
-/// The controller's client: at most `in_flight` requests at once (0: no bound), the others
-/// waiting their turn in order (tower's `ConcurrencyLimitLayer`). A request holds its place
-/// until the API server's response begins: a watch's, once it is established, not while its
-/// events stream. The client of leader election, the webhooks and the metrics is another, so
-/// the controller's queue never delays a lease renewal.
-fn bounded_client(config: kube::Config, in_flight: u16) -> Result<Client, kube::Error> {
-    let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(match in_flight {
-        0 => builder.build(),
-        n => builder
-            .with_layer(&tower::limit::ConcurrencyLimitLayer::new(usize::from(n)))
-            .build(),
-    })
+/// The controller's client: requests spaced by `rate` (client-go's QPS and burst, [`rate`]),
+/// then at most `in_flight` at once (0: no bound), the others waiting their turn in order
+/// (tower's `ConcurrencyLimitLayer`). A request holds its place until the API server's
+/// response begins: a watch's, once it is established, not while its events stream. The client
+/// of leader election, the webhooks and the metrics is another, so the controller's queue never
+/// delays a lease renewal.
+fn bounded_client(
+    config: kube::Config,
+    in_flight: u16,
+    rate: Option<RateLayer>,
+) -> Result<Client, kube::Error> {
+    let in_flight =
+        (in_flight > 0).then(|| tower::limit::ConcurrencyLimitLayer::new(usize::from(in_flight)));
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::util::option_layer(in_flight))
+        .with_layer(&tower::util::option_layer(rate))
+        .build())
 }
 
 /// The cipher suites the TLS profile is settled against: the process's crypto provider's.
