@@ -120,7 +120,7 @@ pub struct Wakes {
 /// Follows the optional kind `K` on a task of its own: its CustomResourceDefinition, then its
 /// children. `report` is told of every listing and failure of the kind's watch (for the
 /// metrics).
-pub fn follow<C: Kept>(
+pub fn follow<C: Kept + From<PartialObjectMeta<C>>>(
     client: Client,
     optional: Arc<Optional<C>>,
     known: Arc<KnownChildren>,
@@ -129,7 +129,6 @@ pub fn follow<C: Kept>(
 ) -> JoinHandle<()>
 where
     PartialObjectMeta<C>: Resource<DynamicType = ()>,
-    C: From<PartialObjectMeta<C>>,
 {
     tokio::spawn(async move {
         let crds = Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone());
@@ -194,7 +193,7 @@ where
 
 /// Watches the operator's children of the optional kind `K` on a task of its own, filling the
 /// kind's cache and sending the Memcacheds whose children changed.
-fn watch_kind<C: Kept>(
+fn watch_kind<C: Kept + From<PartialObjectMeta<C>>>(
     client: Client,
     optional: Arc<Optional<C>>,
     known: Arc<KnownChildren>,
@@ -203,7 +202,6 @@ fn watch_kind<C: Kept>(
 ) -> JoinHandle<()>
 where
     PartialObjectMeta<C>: Resource<DynamicType = ()>,
-    C: From<PartialObjectMeta<C>>,
 {
     let api = Api::<PartialObjectMeta<C>>::all(client);
     let events = watcher(api, ours())
