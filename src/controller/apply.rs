@@ -14,6 +14,7 @@ use tracing::info;
 
 use super::cache::child::Child;
 use super::cache::compact::{CachedStatefulSet, Marked, Marks, hash64};
+use super::cache::known::UNSEEN_PATIENCE;
 use super::cache::optional::Optional;
 use super::context::Run;
 use super::desired::DesiredChildren;
@@ -164,7 +165,13 @@ where
     let namespace = owner.namespace().unwrap_or_default();
     let memcached = format!("{namespace}/{name}");
     let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
-    let known = run.known.get(kind, desired.meta());
+    // For a child the cache lacks, only a record of a write moments ago says it exists.
+    let known = match &cached {
+        Some(_) => run.known.get(kind, desired.meta()),
+        None => run
+            .known
+            .learned_within(kind, desired.meta(), UNSEEN_PATIENCE),
+    };
     let judged = cached
         .as_deref()
         .map(|c| (c.meta(), c.marks(), K::spec_version(c.meta())));
@@ -346,11 +353,16 @@ where
     };
     let uid = match cached {
         Some(child) => owned_uid(child.marks(), child.meta()),
-        None if run.known.get(kind, &unseen).is_some() => api
-            .get_metadata_opt(&name)
-            .await
-            .map_err(|e| api_error("get", kind, owner, e))?
-            .and_then(|child| owned_uid(&Marks::of(&child.metadata), &child.metadata)),
+        None if run
+            .known
+            .learned_within(kind, &unseen, UNSEEN_PATIENCE)
+            .is_some() =>
+        {
+            api.get_metadata_opt(&name)
+                .await
+                .map_err(|e| api_error("get", kind, owner, e))?
+                .and_then(|child| owned_uid(&Marks::of(&child.metadata), &child.metadata))
+        }
         None => None,
     };
     let Some(uid) = uid else { return Ok(()) };

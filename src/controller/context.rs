@@ -174,12 +174,19 @@ pub struct Run {
 }
 
 impl Run {
-    /// Forgets the records of `object` if the cache no longer holds it (at that uid): a
-    /// reconcile that ends after its Memcached's deletion leaves nothing behind.
+    /// Forgets the records of `object` if the cache no longer holds it (at that uid), and what
+    /// is known of its children if it holds none of that name: a reconcile that ends after its
+    /// Memcached's deletion leaves nothing behind.
     pub fn forget_if_gone(&self, object: &Memcached) {
         let cached = self.memcacheds.get(&ObjectRef::from(object));
-        if cached.is_none_or(|cached| cached.metadata.uid != object.metadata.uid) {
+        if cached
+            .as_ref()
+            .is_none_or(|cached| cached.metadata.uid != object.metadata.uid)
+        {
             self.context.forget(&object.metadata);
+            if cached.is_none() {
+                self.known.forget_named(&object.metadata);
+            }
         }
     }
 

@@ -116,9 +116,10 @@ async fn controller(
     let (moved, memcacheds_moved) = watch::channel(());
     let (memcacheds, changed) = {
         let context = context.clone();
+        let known = known.clone();
         let listed = std::sync::Mutex::new(HashSet::new());
         let on_event = move |event: &watcher::Event<Memcached>| {
-            forget_records(&context, &listed, event);
+            forget_records(&context, &known, &listed, event);
             moved.send_replace(());
         };
         memcacheds(client, on_event, health.listing("Memcacheds"))
@@ -163,16 +164,21 @@ async fn controller(
     }
 }
 
-/// Drops the records of a deleted Memcached, and, once a listing is complete, of every one it
-/// no longer holds (deleted while the watch was down); `listed` collects a listing's uids.
+/// Drops the records of a deleted Memcached (and what is known of its children), and, once a
+/// listing is complete, of every one it no longer holds (deleted while the watch was down);
+/// `listed` collects a listing's uids.
 fn forget_records(
     context: &Context,
+    known: &KnownChildren,
     listed: &std::sync::Mutex<HashSet<u64>>,
     event: &watcher::Event<Memcached>,
 ) {
     let mut listed = listed.lock().unwrap_or_else(|e| e.into_inner());
     match event {
-        watcher::Event::Delete(memcached) => context.forget(&memcached.metadata),
+        watcher::Event::Delete(memcached) => {
+            context.forget(&memcached.metadata);
+            known.forget_named(&memcached.metadata);
+        }
         watcher::Event::Init => listed.clear(),
         watcher::Event::InitApply(memcached) => {
             listed.insert(uid_key(&memcached.metadata));
