@@ -9,7 +9,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run olm test test-under-load lint fmt-check clippy test-rust tools test-tools deny tool-cargo-deny
+.PHONY: help build run olm test test-under-load lint fmt-check clippy house test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
 help:
@@ -33,12 +33,17 @@ test-tools:
 	hack/tools.sh kube etcd containerd coredns kustomize olm helm cert-manager openshift-api prometheus-operator opm \
 	  grpc-health-probe memcached-exporter memcached node images
 
-## lint: rustfmt and clippy, warnings as errors.
-lint: fmt-check clippy
+## lint: rustfmt and clippy, warnings as errors, and the house rules (`make house`).
+lint: fmt-check clippy house
 
 fmt-check:
 	$(CARGO) fmt --all --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
+
+## house: no file over 600 lines in src/, packager/, testkit/, hack/; no circle of imports
+## between two files, nor between two folders, of src/ (tests/house.rs, testkit::house).
+house:
+	$(CARGO) test --locked --test house
 
 # The fuzz targets too, in the operator's target directory: they share its checked crates.
 clippy:

@@ -38,6 +38,20 @@ pub fn lease_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// A rate of requests a second (`--kube-api-qps`): a finite number, not negative; 0 for no
+/// bound.
+pub fn rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text
+        .parse()
+        .map_err(|e| format!("{text} is not a number of requests a second: {e}"))?;
+    if !rate.is_finite() || rate < 0.0 {
+        return Err(format!(
+            "{text} is not a rate: a number of requests a second, 0 for no bound"
+        ));
+    }
+    Ok(rate)
+}
+
 /// A request body limit of at least [`MIN_REQUEST_BYTES`] (`--max-request-bytes`).
 pub fn request_bytes(text: &str) -> Result<usize, String> {
     let bytes: usize = text
@@ -55,6 +69,16 @@ pub fn request_bytes(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_is_a_finite_number_not_below_zero() {
+        assert_eq!(rate("20"), Ok(20.0));
+        assert_eq!(rate("0.5"), Ok(0.5));
+        assert_eq!(rate("0"), Ok(0.0));
+        for bad in ["-1", "inf", "NaN", "fast"] {
+            assert!(rate(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_below_the_floor_are_refused_and_the_floor_is_taken() {

@@ -206,6 +206,28 @@ mod tests {
     }
 
     #[test]
+    fn the_controllers_request_rate_has_defaults_and_can_be_lifted() {
+        let run = |extra: &[&str]| {
+            let args = ["memcached-operator", "run"].iter().chain(extra);
+            match Cli::try_parse_from(args).expect("parses").command {
+                Command::Run(args) => (args.kube_api_qps, args.kube_api_burst),
+                other => panic!("expected run, got {other:?}"),
+            }
+        };
+        assert_eq!(
+            run(&[]),
+            (
+                manager::DEFAULT_KUBE_API_QPS,
+                manager::DEFAULT_KUBE_API_BURST
+            )
+        );
+        assert_eq!(
+            run(&["--kube-api-qps", "0", "--kube-api-burst", "5"]),
+            (0.0, 5)
+        );
+    }
+
+    #[test]
     fn metrics_secure_false_turns_plain_http_on() {
         let cli = Cli::try_parse_from(["memcached-operator", "webhooks", "--metrics-secure=false"])
             .expect("parses");
@@ -243,6 +265,8 @@ mod tests {
             ("--cert-poll-interval", "0s", "shorter than"),
             ("--request-timeout", "0s", "shorter than"),
             ("--max-request-bytes", "0", "smaller than"),
+            ("--kube-api-qps", "inf", "not a rate"),
+            ("--kube-api-qps", "fast", "not a number"),
         ] {
             let refused = Cli::try_parse_from(["memcached-operator", "run", flag, value])
                 .map(|_| ())

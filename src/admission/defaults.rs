@@ -286,4 +286,17 @@ mod tests {
             DEFAULT_MEMCACHED_IMAGE
         );
     }
+
+    #[test]
+    fn a_defaulted_object_converts_down_stashing_all_but_replicas_and_port() {
+        let spec = default_spec(&MemcachedSpec::default(), &Defaults::default());
+        let converted = crate::api::convert::down_owned(spec, None);
+        assert_eq!(converted.spec.size, Some(1));
+        assert_eq!(converted.spec.container_port, Some(11211));
+        let stash: serde_json::Value =
+            serde_json::from_str(converted.stash.as_deref().expect("a stash")).expect("JSON");
+        assert!(stash["spec"].get("replicas").is_none(), "{stash}");
+        assert!(stash["spec"].get("service").is_none(), "{stash}");
+        assert_eq!(stash["spec"]["memcached"]["memoryLimitMB"], 64);
+    }
 }

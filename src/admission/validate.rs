@@ -6,14 +6,9 @@
 //! protection, the reserved conversion annotation), cross-field requests against limits, and
 //! warnings. Objects that are being deleted are never blocked, so finalizers can be removed.
 
-use std::cell::RefCell;
-use std::fmt;
-use std::sync::LazyLock;
-
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
-use regex::Regex;
 
 use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
@@ -24,70 +19,17 @@ use crate::api::v1beta1::{
 };
 use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
 
+mod image;
 mod monitoring;
 mod security;
+mod violation;
 
-/// Warnings returned to the client with an admitted request.
-pub type Warnings = Vec<String>;
+use self::image::check_image;
+pub use self::violation::{Denial, Violation, Warnings};
 
 /// The longest name a Memcached may have: its StatefulSet's pods carry a
 /// `controller-revision-hash` label of `<name>-<10 characters>`, and labels stop at 63.
 pub const MAX_NAME_LENGTH: usize = 52;
-
-/// One broken rule: the field and what is wrong with its value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// The field path, e.g. `spec.memcached.maxItemSize`.
-    pub field: String,
-    /// The value and the reason, e.g. `64m exceeds half of memoryLimitMB (64 MiB)`.
-    pub message: String,
-}
-
-impl Violation {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-/// A refused request: every rule it breaks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Denial {
-    /// The whole message, as the client sees it.
-    pub message: String,
-    /// The broken rules, one per field.
-    pub violations: Vec<Violation>,
-}
-
-impl Denial {
-    fn from_violations(violations: Vec<Violation>) -> Self {
-        let message = violations
-            .iter()
-            .map(Violation::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        Self {
-            message,
-            violations,
-        }
-    }
-}
-
-impl fmt::Display for Denial {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Denial {}
 
 /// Admits or refuses a new Memcached.
 pub fn validate_create(new: &Memcached) -> Result<Warnings, Denial> {
@@ -209,127 +151,6 @@ fn check_spec(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &
     }
     security::check(spec, violations, warnings);
     monitoring::check(spec, violations, warnings);
-}
-
-/// What an image reference is worth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ImageVerdict {
-    /// Not an OCI image reference.
-    Invalid,
-    /// Valid, but names the latest tag, explicitly or not, and no digest.
-    Unpinned,
-    /// Valid and pinned to a tag or a digest.
-    Pinned,
-}
-
-/// The image reference grammar, compiled once: the CRD's own pattern, so the webhook and the
-/// API server judge by one grammar. Its classes are ASCII, as in the distribution library's
-/// (Go's `\w` is ASCII), which keeps the compiled program small: a Unicode `\w` repeated up to
-/// 128 times in the tag compiles to megabytes.
-static IMAGE_REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(crate::api::cel::IMAGE_REFERENCE_PATTERN).expect("the CRD's image pattern compiles")
-});
-
-/// The longest repository path the distribution library accepts.
-const REPOSITORY_MAX: usize = 255;
-
-/// Whether a digest's hex part has its algorithm's length; other algorithms are refused, as
-/// the distribution library refuses them.
-fn digest_is_valid(digest: &str) -> bool {
-    match digest.split_once(':') {
-        Some(("sha256", hex)) => hex.len() == 64,
-        Some(("sha384", hex)) => hex.len() == 96,
-        Some(("sha512", hex)) => hex.len() == 128,
-        _ => false,
-    }
-}
-
-/// The repository path of a reference's name (`name` without tag or digest), as the
-/// distribution library normalizes it: the first component is a registry only if it has a
-/// dot or a port or is `localhost`, and a one-component Docker Hub name is in `library/`.
-fn repository_of(name: &str) -> String {
-    match name.split_once('/') {
-        Some((host, path)) if host.contains(['.', ':']) || host == "localhost" => {
-            let docker_hub = matches!(host, "docker.io" | "index.docker.io");
-            if docker_hub && !path.contains('/') {
-                format!("library/{path}")
-            } else {
-                path.to_string()
-            }
-        }
-        Some(_) => name.to_string(),
-        None => format!("library/{name}"),
-    }
-}
-
-fn judge_image(image: &str) -> ImageVerdict {
-    if image.len() > 512 || !IMAGE_REFERENCE.is_match(image) {
-        return ImageVerdict::Invalid;
-    }
-    let (named, digest) = match image.split_once('@') {
-        Some((named, digest)) => (named, Some(digest)),
-        None => (image, None),
-    };
-    let tag = image_names_a_tag(named)
-        .then(|| named.rsplit_once(':').map(|(_, tag)| tag))
-        .flatten();
-    let name = match tag {
-        Some(tag) => &named[..named.len() - tag.len() - 1],
-        None => named,
-    };
-    if repository_of(name).len() > REPOSITORY_MAX || digest.is_some_and(|d| !digest_is_valid(d)) {
-        return ImageVerdict::Invalid;
-    }
-    if digest.is_none() && tag.is_none_or(|tag| tag == "latest") {
-        ImageVerdict::Unpinned
-    } else {
-        ImageVerdict::Pinned
-    }
-}
-
-thread_local! {
-    /// The image last judged on this thread, and its verdict. Parsing a reference runs a
-    /// regex search that costs a third of a review, and the requests about one Memcached, or
-    /// all of one operator's, name the same image again and again.
-    static LAST_IMAGE: RefCell<Option<(String, ImageVerdict)>> = const { RefCell::new(None) };
-}
-
-/// [`judge_image`], remembering the last image judged on this thread.
-fn judge_image_once(image: &str) -> ImageVerdict {
-    LAST_IMAGE.with_borrow_mut(|last| match last {
-        Some((judged, verdict)) if judged == image => *verdict,
-        _ => {
-            let verdict = judge_image(image);
-            *last = Some((image.to_string(), verdict));
-            verdict
-        }
-    })
-}
-
-pub(super) fn check_image(
-    field: &str,
-    image: &str,
-    violations: &mut Vec<Violation>,
-    warnings: &mut Warnings,
-) {
-    match judge_image_once(image) {
-        ImageVerdict::Invalid => violations.push(Violation::new(
-            field,
-            format!("{image:?} is not a valid OCI image reference ([registry/]repository[:tag][@digest], lowercase repository)"),
-        )),
-        ImageVerdict::Unpinned => warnings.push(format!(
-            "{field}: {image:?} uses the latest tag; pin a version or a digest so every \
-             memcached pod runs the same build"
-        )),
-        ImageVerdict::Pinned => {}
-    }
-}
-
-/// Whether the reference as written names a tag (`name:tag`), as opposed to a registry port.
-fn image_names_a_tag(image: &str) -> bool {
-    let name = image.split('@').next().unwrap_or(image);
-    let last_component = name.rsplit('/').next().unwrap_or(name);
-    last_component.contains(':')
 }
 
 fn check_memcached(spec: &MemcachedSpec, violations: &mut Vec<Violation>, warnings: &mut Warnings) {

@@ -11,7 +11,7 @@
 use kube::core::{Message, Reason, Rule};
 
 use super::memcached_flags::managed_flag_pattern;
-use super::v1beta1::{
+use super::v1beta1::limits::{
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_SLAB_CHUNK_MAX_BYTES,
     DEFAULT_TERMINATION_GRACE_SECONDS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
 };

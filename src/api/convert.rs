@@ -235,9 +235,6 @@ pub fn desired_version(desired_api_version: &str) -> Result<&str, ConversionErro
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
-    use serde_json::json;
-
-    use serde_json::Value;
 
     use super::*;
     use crate::fixtures::{alpha_object, beta_object, beta_spec, beta_status};
@@ -294,20 +291,6 @@ mod tests {
             prop_assert_eq!(got, expected);
             prop_assert_eq!(back.metadata, hub.metadata);
         }
-    }
-
-    #[test]
-    fn a_defaulted_object_stashes_everything_but_replicas_port_and_conditions() {
-        let spec =
-            crate::admission::default_spec(&v1beta1::MemcachedSpec::default(), &Default::default());
-        let converted = down(&spec, None);
-        assert_eq!(converted.spec.size, Some(1));
-        assert_eq!(converted.spec.container_port, Some(11211));
-        let stash: Value =
-            serde_json::from_str(converted.stash.as_deref().expect("a stash")).expect("JSON");
-        assert!(stash["spec"].get("replicas").is_none(), "{stash}");
-        assert!(stash["spec"].get("service").is_none(), "{stash}");
-        assert_eq!(stash["spec"]["memcached"]["memoryLimitMB"], json!(64));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Declares `v1beta1`, the storage version of Memcached and the hub of conversion.
 //!
 //! Every field is optional on the wire; the defaulting rules (`admission::defaults`) fill them
-//! in, and the values they fill in are the `DEFAULT_*` constants below, which the schema's
-//! descriptions and CEL rules quote too.
+//! in, and the values they fill in are the `DEFAULT_*` constants (`v1beta1/limits.rs`), which
+//! the schema's descriptions and CEL rules quote too.
 
 use std::collections::BTreeMap;
 
@@ -16,47 +16,24 @@ use serde::{Deserialize, Serialize};
 
 use super::cel;
 
+pub mod limits;
 mod monitoring;
 mod network;
 mod security;
 
-pub use monitoring::{DEFAULT_METRICS_PORT, MonitoringSpec, ServiceMonitorSpec};
+pub use limits::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_REPLICAS,
+    DEFAULT_SLAB_CHUNK_MAX_BYTES, DEFAULT_TERMINATION_GRACE_SECONDS, DEFAULT_THREADS,
+    DEFAULT_VERBOSITY, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
+};
+pub use monitoring::{MonitoringSpec, ServiceMonitorSpec};
 pub use network::{MAX_ALLOWED_SOURCES, NetworkPolicySpec};
 
 pub use security::{
     AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, IssuerRef, MAX_AUTH_ENTRIES, TLS_CA_KEY,
     TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec, TlsStatus,
 };
-
-/// Replicas when none are given.
-pub const DEFAULT_REPLICAS: i32 = 1;
-/// The most replicas a Memcached may ask for.
-pub const MAX_REPLICAS: i32 = 64;
-/// memcached's item memory in MiB when none is given.
-pub const DEFAULT_MEMORY_LIMIT_MB: i32 = 64;
-/// memcached's connection limit when none is given.
-pub const DEFAULT_MAX_CONNECTIONS: i32 = 1024;
-/// memcached's worker threads when none are given.
-pub const DEFAULT_THREADS: i32 = 4;
-/// memcached's largest item when none is given.
-pub const DEFAULT_MAX_ITEM_SIZE: &str = "1m";
-/// The smallest item size memcached accepts, in bytes.
-pub const MIN_ITEM_SIZE_BYTES: u64 = 1024;
-/// memcached's largest slab chunk (`slab_chunk_max`) unless set otherwise: half its 1 MiB slab
-/// page. The item size must be a multiple of it, and so at least as large.
-pub const DEFAULT_SLAB_CHUNK_MAX_BYTES: u64 = 524_288;
-/// memcached's verbosity when none is given.
-pub const DEFAULT_VERBOSITY: i32 = 0;
-/// The client port when none is given.
-pub const DEFAULT_PORT: i32 = 11211;
-/// The PodDisruptionBudget's maxUnavailable when none is given.
-pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
-/// The least item memory, in MiB, with a warm restart: memcached then preallocates a 1 MiB
-/// page for each of its slab classes (39 with the default settings) and refuses to start with
-/// less.
-pub const MIN_WARM_RESTART_MEMORY_MB: i32 = 64;
-/// The pods' termination grace period, in seconds, when none is given.
-pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
 
 /// The desired state of a memcached cluster.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

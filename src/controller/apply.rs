@@ -2,21 +2,26 @@
 //! server-side apply with the operator's field manager, and the removal of an optional child
 //! (a budget, a NetworkPolicy, a Certificate, a ServiceMonitor) no longer asked for. A child
 //! the caches show as it should be costs no request. A Certificate or ServiceMonitor asked for
-//! where the cluster does not serve its API is not written, and said so.
+//! where the cluster does not serve its API, or where it cannot be listed now, is not written,
+//! and said so; the other children are written all the same.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::info;
 
-use super::cache::Child;
-use super::cache::compact::{CachedStatefulSet, Marked, hash64};
+use super::cache::child::Child;
+use super::cache::compact::{CachedStatefulSet, Marked, Marks, hash64};
+use super::cache::known::UNSEEN_PATIENCE;
+use super::cache::optional::Optional;
+use super::context::Run;
 use super::desired::DesiredChildren;
 use super::desired::drift::{self, Verdict};
+use super::error::{Error, api_error};
 use super::events::Change;
-use super::{Error, Run, api_error, field_owners};
+use super::field_owners;
 use crate::api::v1beta1::Memcached;
 use crate::operator;
 
@@ -52,16 +57,10 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
     let (mut cert_changes, mut monitor_changes) = (Vec::new(), Vec::new());
     let children = &run.children;
     let mut unavailable = Vec::new();
-    let certificate = served(
-        certificate,
-        children.certificates.as_ref(),
-        "cert-manager.io/v1",
-        &mut unavailable,
-    );
+    let certificate = served(certificate, &children.certificates, &mut unavailable);
     let service_monitor = served(
         service_monitor,
-        children.service_monitors.as_ref(),
-        "monitoring.coreos.com/v1",
+        &children.service_monitors,
         &mut unavailable,
     );
     let (sts, svc, pdb, policy, cert, monitor) = futures::join!(
@@ -84,7 +83,7 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         async {
             match certificate {
                 Some((desired, cache)) => {
-                    ensure_or_remove(run, owner, desired, cache, &mut cert_changes).await
+                    ensure_or_remove(run, owner, desired, &cache, &mut cert_changes).await
                 }
                 None => Ok(()),
             }
@@ -92,7 +91,7 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         async {
             match service_monitor {
                 Some((desired, cache)) => {
-                    ensure_or_remove(run, owner, desired, cache, &mut monitor_changes).await
+                    ensure_or_remove(run, owner, desired, &cache, &mut monitor_changes).await
                 }
                 None => Ok(()),
             }
@@ -125,22 +124,17 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
 }
 
 /// An optional child of a kind another project defines, with the cache of its kind: `None`
-/// when the cluster does not serve `api`, and then, if it is asked for, what to tell the user.
-fn served<'a, K: Child>(
+/// when the kind cannot be used now, and then, if it is asked for, what to tell the user.
+fn served<K: Child>(
     desired: Option<K>,
-    cache: Option<&'a Store<K::Cached>>,
-    api: &str,
+    optional: &Optional<K::Cached>,
     unavailable: &mut Vec<String>,
-) -> Option<(Option<K>, &'a Store<K::Cached>)> {
-    match cache {
-        Some(cache) => Some((desired, cache)),
-        None => {
+) -> Option<(Option<K>, Store<K::Cached>)> {
+    match optional.available() {
+        Ok(cache) => Some((desired, cache)),
+        Err(why) => {
             if desired.is_some() {
-                unavailable.push(format!(
-                    "no {} is written: the cluster did not serve {api} when the operator started \
-                     (install it, then restart the operator)",
-                    K::KIND
-                ));
+                unavailable.push(format!("no {} is written: {why}", K::KIND));
             }
             None
         }
@@ -171,7 +165,13 @@ where
     let namespace = owner.namespace().unwrap_or_default();
     let memcached = format!("{namespace}/{name}");
     let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
-    let known = run.known.get(kind, desired.meta());
+    // For a child the cache lacks, only a record of a write moments ago says it exists.
+    let known = match &cached {
+        Some(_) => run.known.get(kind, desired.meta()),
+        None => run
+            .known
+            .learned_within(kind, desired.meta(), UNSEEN_PATIENCE),
+    };
     let judged = cached
         .as_deref()
         .map(|c| (c.meta(), c.marks(), K::spec_version(c.meta())));
@@ -297,7 +297,7 @@ where
         }
     };
     let entries = metadata.managed_fields.as_deref().unwrap_or_default();
-    let Some(folded) = field_owners::fold_updates_into_apply(entries, operator::NAME) else {
+    let Some(folded) = field_owners::fold_updates_into_apply(entries, operator::NAME, "") else {
         return Ok(());
     };
     let patch = serde_json::json!({
@@ -330,7 +330,6 @@ async fn ensure_or_remove<K>(
 ) -> Result<(), Error>
 where
     K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::Cached: From<PartialObjectMeta<K>>,
 {
     if let Some(desired) = desired {
         return ensure(run, owner, desired, cache, changes).await.map(drop);
@@ -339,13 +338,12 @@ where
     let name = owner.name_any();
     let namespace = owner.namespace().unwrap_or_default();
     let api = Api::<K>::namespaced(run.context.client.clone(), &namespace);
-    let owned_uid = |child: &K::Cached| {
-        let owned = child
-            .marks()
+    let owned_uid = |marks: &Marks, metadata: &ObjectMeta| {
+        let owned = marks
             .owner
             .as_ref()
             .is_some_and(|o| o.uid == hash64(owner.uid()));
-        owned.then(|| child.meta().uid.clone()).flatten()
+        owned.then(|| metadata.uid.clone()).flatten()
     };
     let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
     let unseen = ObjectMeta {
@@ -354,12 +352,17 @@ where
         ..ObjectMeta::default()
     };
     let uid = match cached {
-        Some(child) => owned_uid(&child),
-        None if run.known.get(kind, &unseen).is_some() => api
-            .get_metadata_opt(&name)
-            .await
-            .map_err(|e| api_error("get", kind, owner, e))?
-            .and_then(|child| owned_uid(&K::Cached::from(child))),
+        Some(child) => owned_uid(child.marks(), child.meta()),
+        None if run
+            .known
+            .learned_within(kind, &unseen, UNSEEN_PATIENCE)
+            .is_some() =>
+        {
+            api.get_metadata_opt(&name)
+                .await
+                .map_err(|e| api_error("get", kind, owner, e))?
+                .and_then(|child| owned_uid(&Marks::of(&child.metadata), &child.metadata))
+        }
         None => None,
     };
     let Some(uid) = uid else { return Ok(()) };

@@ -6,10 +6,10 @@
 //! repeats into a series, and scans all of them on every publish; with thousands of objects
 //! that copy is the largest thing in memory after the caches. Here a change is published once
 //! (it happens once), and a warning is published when it differs from the object's previous
-//! warning; what is remembered is a 64-bit hash per object that is failing now, forgotten when
-//! it reconciles cleanly or is deleted.
+//! warning; what is remembered is a 64-bit hash per object that is failing now, keyed by its
+//! uid, forgotten when it reconciles cleanly or is deleted (`Context::forget`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -17,9 +17,10 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use kube::{Client, Resource};
+use prometheus_client::metrics::gauge::Gauge;
 use tracing::warn;
 
-use super::cache::compact::{hash64, name_key};
+use super::cache::compact::{hash64, uid_key};
 use crate::api::v1beta1::Memcached;
 
 /// Normal (a change) or Warning (a failure).
@@ -31,25 +32,54 @@ pub enum Kind {
     Warning,
 }
 
-/// The last warning published per object, as hashes.
+/// The last warning published per object (by uid), as hashes; how many are held is
+/// published on a gauge.
 #[derive(Debug, Default)]
-pub struct LastWarnings(Mutex<HashMap<u64, u64>>);
+pub struct LastWarnings {
+    last: Mutex<HashMap<u64, u64>>,
+    held: Gauge,
+}
 
 impl LastWarnings {
+    /// No warnings, counted on `held`.
+    pub fn new(held: Gauge) -> Self {
+        Self {
+            last: Mutex::default(),
+            held,
+        }
+    }
+
+    fn last(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn counted(&self, last: &HashMap<u64, u64>) {
+        self.held.set(i64::try_from(last.len()).unwrap_or(i64::MAX));
+    }
+
     /// Records `reason` and `note` as `object`'s last warning; whether it differs from the one
     /// before.
     pub fn is_new(&self, object: &ObjectMeta, reason: &str, note: &str) -> bool {
-        let key = name_key(object);
         let warning = hash64((reason, note));
-        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        last.insert(key, warning) != Some(warning)
+        let mut last = self.last();
+        let new = last.insert(uid_key(object), warning) != Some(warning);
+        self.counted(&last);
+        new
     }
 
     /// Forgets `object`'s last warning.
     pub fn clear(&self, object: &ObjectMeta) {
-        let key = name_key(object);
-        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        last.remove(&key);
+        let mut last = self.last();
+        if last.remove(&uid_key(object)).is_some() {
+            self.counted(&last);
+        }
+    }
+
+    /// Keeps the warnings of the objects of `listed` (by uid key) only.
+    pub fn retain(&self, listed: &HashSet<u64>) {
+        let mut last = self.last();
+        last.retain(|uid, _| listed.contains(uid));
+        self.counted(&last);
     }
 }
 
@@ -84,7 +114,6 @@ pub fn summarize(changes: Vec<Change>) -> Option<(&'static str, String, ObjectRe
     Some((reason, note, related))
 }
 
-/// When an Event is sent: at once (a warning), or when no other request waits (a change).
 /// What one Event says of its object.
 #[derive(Clone, Debug, PartialEq)]
 struct Parts {
@@ -103,13 +132,19 @@ pub struct Events {
 
 impl Events {
     /// Events reported by `controller` (the reporting controller), from `instance` (this
-    /// replica, its pod name; the controller's name when unknown).
-    pub fn new(client: Client, controller: &str, instance: Option<String>) -> Self {
+    /// replica, its pod name; the controller's name when unknown); the last warnings held are
+    /// counted on `warnings_held`.
+    pub fn new(
+        client: Client,
+        controller: &str,
+        instance: Option<String>,
+        warnings_held: Gauge,
+    ) -> Self {
         Self {
             client,
             controller: controller.into(),
             instance: instance.unwrap_or_else(|| controller.into()),
-            warnings: LastWarnings::default(),
+            warnings: LastWarnings::new(warnings_held),
         }
     }
 
@@ -137,6 +172,16 @@ impl Events {
     /// Forgets the object's last warning: it reconciled cleanly.
     pub fn clear(&self, object: &ObjectMeta) {
         self.warnings.clear(object);
+    }
+
+    /// Forgets the last warning of a deleted object.
+    pub fn forget(&self, object: &ObjectMeta) {
+        self.warnings.clear(object);
+    }
+
+    /// Keeps the last warnings of the objects of `listed` (by uid key) only.
+    pub fn retain(&self, listed: &HashSet<u64>) {
+        self.warnings.retain(listed);
     }
 
     async fn publish(
@@ -196,6 +241,7 @@ mod tests {
         ObjectMeta {
             name: Some(name.into()),
             namespace: Some("shop".into()),
+            uid: Some(format!("uid-of-{name}")),
             ..ObjectMeta::default()
         }
     }
@@ -250,5 +296,20 @@ mod tests {
         assert!(last.is_new(&cache, "InvalidSpec", "apply Service: 500"));
         last.clear(&cache);
         assert!(last.is_new(&cache, "InvalidSpec", "apply Service: 500"));
+    }
+
+    #[test]
+    fn a_memcached_re_created_under_the_same_name_gets_its_warning_again() {
+        let held = Gauge::default();
+        let last = LastWarnings::new(held.clone());
+        let cache = object("cache");
+        assert!(last.is_new(&cache, "InvalidSpec", "replicas"));
+        let mut again = cache.clone();
+        again.uid = Some("another-uid".into());
+        assert!(last.is_new(&again, "InvalidSpec", "replicas"));
+        assert_eq!(held.get(), 2);
+        last.clear(&cache);
+        last.retain(&HashSet::new());
+        assert_eq!(held.get(), 0);
     }
 }

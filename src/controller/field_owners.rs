@@ -1,5 +1,5 @@
-//! Hands the fields a child's create recorded over to the controller's applies, so that a later
-//! apply can remove a field it no longer sets.
+//! Hands the fields a child's create (or a status's merge patch) recorded over to the
+//! controller's applies, so that a later apply can remove a field it no longer sets.
 //!
 //! The controller writes its children by server-side apply only, whose fields the API server
 //! records under an `Apply` entry of its field manager. Release 0.1.0 created missing children
@@ -10,7 +10,9 @@
 //! `Apply` entry (making the entry that one if there is none) and removes it, as kubectl does
 //! when it moves an object from client-side to server-side apply. Fields the API server
 //! defaulted come along; an apply that drops them lets the server default them again, to the
-//! same values.
+//! same values. The same holds for a Memcached's status, which releases before server-side
+//! apply of the status wrote with a merge patch (the manager's `Update` entry of the status
+//! subresource): its fields are folded into the status's `Apply` entry.
 //!
 //! Pure: managed-field entries in, entries out. The write (a merge patch conditional on the
 //! resourceVersion read) is the controller's.
@@ -18,25 +20,19 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use serde_json::{Map, Value};
 
+use super::cache::compact::recorded_as_update;
+
 const APPLY: &str = "Apply";
 const UPDATE: &str = "Update";
 
-fn is(entry: &ManagedFieldsEntry, manager: &str, operation: &str) -> bool {
+fn is(entry: &ManagedFieldsEntry, manager: &str, operation: &str, subresource: &str) -> bool {
     entry.manager.as_deref() == Some(manager)
         && entry.operation.as_deref() == Some(operation)
-        && entry.subresource.as_deref().unwrap_or_default().is_empty()
+        && entry.subresource.as_deref().unwrap_or_default() == subresource
 }
 
-/// Whether `manager` owns fields of the object (not of a subresource) through an `Update`.
-pub fn recorded_as_update(entries: Option<&[ManagedFieldsEntry]>, manager: &str) -> bool {
-    entries
-        .unwrap_or_default()
-        .iter()
-        .any(|entry| is(entry, manager, UPDATE))
-}
-
-/// The entries with `manager`'s `Update` entries folded into its `Apply` entry, or `None` when
-/// it has none to fold.
+/// The entries with `manager`'s `Update` entries of `subresource` (empty: the object itself)
+/// folded into its `Apply` entry of it, or `None` when it has none to fold.
 ///
 /// The `Apply` entry is the existing one, or else the most recent `Update` entry made into
 /// one. Fields of an `Update` entry at another API version than the `Apply` entry's cannot be
@@ -45,15 +41,18 @@ pub fn recorded_as_update(entries: Option<&[ManagedFieldsEntry]>, manager: &str)
 pub fn fold_updates_into_apply(
     entries: &[ManagedFieldsEntry],
     manager: &str,
+    subresource: &str,
 ) -> Option<Vec<ManagedFieldsEntry>> {
-    if !recorded_as_update(Some(entries), manager) {
+    if !recorded_as_update(Some(entries), manager, subresource) {
         return None;
     }
+    let is =
+        |entry: &ManagedFieldsEntry, operation: &str| is(entry, manager, operation, subresource);
     // The API server lists the most recent entry first.
-    let mut apply = match entries.iter().find(|e| is(e, manager, APPLY)) {
+    let mut apply = match entries.iter().find(|e| is(e, APPLY)) {
         Some(apply) => apply.clone(),
         None => {
-            let newest = entries.iter().find(|e| is(e, manager, UPDATE))?;
+            let newest = entries.iter().find(|e| is(e, UPDATE))?;
             ManagedFieldsEntry {
                 operation: Some(APPLY.into()),
                 ..newest.clone()
@@ -61,7 +60,7 @@ pub fn fold_updates_into_apply(
         }
     };
     let mut fields = apply.fields_v1.take().map(|f| f.0).unwrap_or_default();
-    for update in entries.iter().filter(|e| is(e, manager, UPDATE)) {
+    for update in entries.iter().filter(|e| is(e, UPDATE)) {
         if update.api_version == apply.api_version
             && let Some(update_fields) = &update.fields_v1
         {
@@ -73,7 +72,7 @@ pub fn fold_updates_into_apply(
     let mut folded = Vec::with_capacity(entries.len());
     let mut placed = false;
     for entry in entries {
-        let ours = is(entry, manager, APPLY) || is(entry, manager, UPDATE);
+        let ours = is(entry, APPLY) || is(entry, UPDATE);
         match (ours, placed) {
             (false, _) => folded.push(entry.clone()),
             (true, false) => {
@@ -136,7 +135,7 @@ mod tests {
             entry("kube-controller-manager", UPDATE, json!({"f:status": {}})),
             entry("memcached-operator", UPDATE, created.clone()),
         ];
-        let folded = fold_updates_into_apply(&entries, "memcached-operator").expect("folded");
+        let folded = fold_updates_into_apply(&entries, "memcached-operator", "").expect("folded");
         assert_eq!(folded.len(), 2);
         assert_eq!(
             folded[0], entries[0],
@@ -162,7 +161,7 @@ mod tests {
                 json!({"f:metadata": {"f:labels": {".": {}, "f:b": {}}}, "f:spec": {"f:selector": {}}}),
             ),
         ];
-        let folded = fold_updates_into_apply(&entries, "memcached-operator").expect("folded");
+        let folded = fold_updates_into_apply(&entries, "memcached-operator", "").expect("folded");
         assert_eq!(folded.len(), 2, "{folded:?}");
         assert_eq!(folded[0].operation.as_deref(), Some(APPLY));
         assert_eq!(
@@ -182,12 +181,16 @@ mod tests {
             entry("someone-else", UPDATE, json!({"f:spec": {}})),
         ];
         assert_eq!(
-            fold_updates_into_apply(&entries, "memcached-operator"),
+            fold_updates_into_apply(&entries, "memcached-operator", ""),
             None
         );
-        assert!(!recorded_as_update(Some(&entries), "memcached-operator"));
-        assert!(recorded_as_update(Some(&entries), "someone-else"));
-        assert!(!recorded_as_update(None, "memcached-operator"));
+        assert!(!recorded_as_update(
+            Some(&entries),
+            "memcached-operator",
+            ""
+        ));
+        assert!(recorded_as_update(Some(&entries), "someone-else", ""));
+        assert!(!recorded_as_update(None, "memcached-operator", ""));
     }
 
     #[test]
@@ -195,8 +198,48 @@ mod tests {
         let mut status = entry("memcached-operator", UPDATE, json!({"f:status": {}}));
         status.subresource = Some("status".into());
         assert_eq!(
-            fold_updates_into_apply(&[status], "memcached-operator"),
+            fold_updates_into_apply(&[status], "memcached-operator", ""),
             None
+        );
+    }
+
+    #[test]
+    fn a_merge_patched_status_is_folded_into_the_status_apply_only() {
+        let subresource = |mut entry: ManagedFieldsEntry, name: &str| {
+            entry.subresource = Some(name.into());
+            entry
+        };
+        let entries = [
+            subresource(
+                entry(
+                    "memcached-operator",
+                    APPLY,
+                    json!({"f:status": {"f:replicas": {}}}),
+                ),
+                "status",
+            ),
+            entry("memcached-operator", APPLY, json!({"f:spec": {}})),
+            subresource(
+                entry(
+                    "memcached-operator",
+                    UPDATE,
+                    json!({"f:status": {"f:auth": {}}}),
+                ),
+                "status",
+            ),
+        ];
+        let folded =
+            fold_updates_into_apply(&entries, "memcached-operator", "status").expect("folded");
+        assert_eq!(folded.len(), 2, "{folded:?}");
+        assert_eq!(
+            fields(&folded[0]),
+            &json!({"f:status": {"f:replicas": {}, "f:auth": {}}})
+        );
+        assert_eq!(folded[0].subresource.as_deref(), Some("status"));
+        assert_eq!(
+            fields(&folded[1]),
+            &json!({"f:spec": {}}),
+            "the object's own entry"
         );
     }
 
@@ -216,7 +259,7 @@ mod tests {
             ),
             old,
         ];
-        let folded = fold_updates_into_apply(&entries, "memcached-operator").expect("folded");
+        let folded = fold_updates_into_apply(&entries, "memcached-operator", "").expect("folded");
         assert_eq!(folded.len(), 1);
         assert_eq!(fields(&folded[0]), &json!({"f:spec": {"f:new": {}}}));
     }

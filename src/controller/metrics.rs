@@ -1,4 +1,5 @@
-//! Counts and times reconciliations, and says whether this replica leads.
+//! Counts and times reconciliations, says whether this replica leads, how many per-object
+//! records the controller holds, and which of its watches fail.
 
 use std::time::Instant;
 
@@ -8,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use super::cache::health::Health;
 
 /// Labels of the error counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -23,6 +26,18 @@ pub struct ChildLabels {
     pub kind: String,
 }
 
+/// Labels of the records gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RecordLabels {
+    /// `backoff` (consecutive failures of a Memcached), `last_warning` (the last warning
+    /// Event of a Memcached) or `known_children` (what the controller last applied or verified
+    /// of a child).
+    pub record: String,
+}
+
+/// The per-object records the controller keeps.
+pub const RECORDS: [&str; 3] = ["backoff", "last_warning", "known_children"];
+
 /// The controller's metrics.
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -36,6 +51,12 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Children written (applied or deleted), by kind.
     pub child_writes: Family<ChildLabels, Counter>,
+    /// Status writes (server-side applies of a Memcached's status).
+    pub status_writes: Counter,
+    /// The per-object records held, by record.
+    pub records: Family<RecordLabels, Gauge>,
+    /// Which watches fail, by kind.
+    pub health: Health,
 }
 
 impl Default for Metrics {
@@ -46,6 +67,9 @@ impl Default for Metrics {
             errors: Family::default(),
             leader: Gauge::default(),
             child_writes: Family::default(),
+            status_writes: Counter::default(),
+            records: Family::default(),
+            health: Health::default(),
         }
     }
 }
@@ -76,6 +100,25 @@ impl Metrics {
             metrics.child_writes.clone(),
         );
         registry.register(
+            "controller_status_writes",
+            "Status writes (server-side applies of a Memcached's status)",
+            metrics.status_writes.clone(),
+        );
+        for record in RECORDS {
+            metrics.record(record).set(0);
+        }
+        registry.register(
+            "controller_records",
+            "Per-object records the controller holds, by record: backoff, last_warning, \
+             known_children (all forgotten with their object)",
+            metrics.records.clone(),
+        );
+        registry.register(
+            "controller_watch_failing",
+            "1 while the watch of a kind fails (it cannot be listed or watched), by kind",
+            metrics.health.gauges(),
+        );
+        registry.register(
             "controller_leader",
             "1 while this replica reconciles (holds the leader lease)",
             metrics.leader.clone(),
@@ -99,6 +142,15 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .inc();
+    }
+
+    /// The gauge of the per-object record `record` (one of [`RECORDS`]).
+    pub fn record(&self, record: &str) -> Gauge {
+        self.records
+            .get_or_create(&RecordLabels {
+                record: record.to_string(),
+            })
+            .clone()
     }
 
     /// Counts an error.

@@ -14,9 +14,10 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 
 use super::apply::{Applied, apply};
+use super::context::Run;
 use super::desired;
+use super::error::Error;
 use super::report::report;
-use super::{Error, Run};
 use crate::api::v1beta1::Memcached;
 
 /// How long a reconcile may run before the controller warns that it is still waiting.
@@ -29,16 +30,18 @@ pub async fn reconcile(object: Arc<Memcached>, run: Arc<Run>) -> Result<Action, 
     let work = reconcile_one(&object, &run);
     let mut work = std::pin::pin!(work);
     let mut running = Duration::ZERO;
-    loop {
+    let done = loop {
         tokio::select! {
-            done = &mut work => return done,
+            done = &mut work => break done,
             () = tokio::time::sleep(SLOW_RECONCILE) => {
                 running += SLOW_RECONCILE;
                 let memcached = format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any());
                 warn!(%memcached, running_s = running.as_secs(), "a reconcile waits for the API server");
             }
         }
-    }
+    };
+    run.forget_if_gone(&object);
+    done
 }
 
 async fn reconcile_one(object: &Memcached, run: &Run) -> Result<Action, Error> {
@@ -49,20 +52,13 @@ async fn reconcile_one(object: &Memcached, run: &Run) -> Result<Action, Error> {
     }
     // Judging a child from a cache still being filled would re-create what exists.
     run.children.listed().await;
-    let written = run.stand_in.status(&object.metadata);
-    // With no status standing in, the cache's latest version: `object` was taken when the
-    // reconcile started, perhaps before the echo of a status write that has since ended the
-    // stand-in (the cache takes an echo before the stand-in ends).
-    let latest = if written.is_some() {
-        None
-    } else {
-        run.memcacheds.get(&ObjectRef::from(object))
-    };
+    // The cache's latest version: `object` was taken when the reconcile was queued.
+    let latest = run.memcacheds.get(&ObjectRef::from(object));
     let object = latest.as_deref().unwrap_or(object);
     let desired::Plan {
         effective,
         children,
-    } = desired::plan(object, &context.defaults, context.platform, written);
+    } = desired::plan(object, &context.defaults, context.platform);
     let (applied, invalid) = match children {
         Ok(children) => (apply(run, object, children).await, None),
         Err(why) => {

@@ -26,6 +26,58 @@ pub struct Timing {
     pub retry_period: Duration,
 }
 
+/// Timing that cannot work, as client-go's leader election refuses it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    /// The holder would give up before others may take over only if the deadline is shorter.
+    #[error("--renew-deadline ({renew:?}) must be shorter than --lease-duration ({lease:?})")]
+    RenewNotBeforeExpiry {
+        /// The renew deadline.
+        renew: Duration,
+        /// The lease duration.
+        lease: Duration,
+    },
+    /// The holder must be able to try to renew more than once before its deadline.
+    #[error(
+        "--retry-period ({retry:?}) must be shorter than --renew-deadline ({renew:?}) by a fifth \
+         of itself (client-go's jitter factor, 1.2)"
+    )]
+    RetryNotBeforeDeadline {
+        /// The retry period.
+        retry: Duration,
+        /// The renew deadline.
+        renew: Duration,
+    },
+}
+
+impl Timing {
+    /// Whether this timing can work: the renew deadline shorter than the lease, and longer than
+    /// 1.2 retry periods (client-go's `JitterFactor`), as client-go's leader election demands.
+    pub fn check(&self) -> Result<(), TimingError> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err(TimingError::RenewNotBeforeExpiry {
+                renew: self.renew_deadline,
+                lease: self.lease_duration,
+            });
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+            return Err(TimingError::RetryNotBeforeDeadline {
+                retry: self.retry_period,
+                renew: self.renew_deadline,
+            });
+        }
+        Ok(())
+    }
+
+    /// The lease duration as the Lease records it: whole seconds, rounded up, at least one (a
+    /// shorter one written as 0 would read as expired).
+    pub fn lease_seconds(&self) -> i32 {
+        let nanos = self.lease_duration.as_nanos();
+        let seconds = nanos.div_ceil(1_000_000_000).max(1);
+        i32::try_from(seconds).unwrap_or(i32::MAX)
+    }
+}
+
 impl Default for Timing {
     /// client-go's defaults: 15 s, 10 s, 2 s.
     fn default() -> Self {
@@ -130,7 +182,7 @@ impl Elector {
 
     async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
         let now = MicroTime(jiff::Timestamp::now());
-        let duration_secs = i32::try_from(self.timing.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let duration_secs = self.timing.lease_seconds();
         let Some(mut lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -238,5 +290,46 @@ impl Elector {
             .replace(&self.name, &PostParams::default(), &lease)
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(lease_ms: u64, renew_ms: u64, retry_ms: u64) -> Timing {
+        Timing {
+            lease_duration: Duration::from_millis(lease_ms),
+            renew_deadline: Duration::from_millis(renew_ms),
+            retry_period: Duration::from_millis(retry_ms),
+        }
+    }
+
+    #[test]
+    fn a_lease_of_a_fraction_of_a_second_is_recorded_rounded_up() {
+        assert_eq!(Timing::default().lease_seconds(), 15);
+        assert_eq!(timing(1_500, 1_000, 100).lease_seconds(), 2);
+        assert_eq!(timing(900, 500, 100).lease_seconds(), 1, "not 0");
+        assert_eq!(timing(0, 0, 0).lease_seconds(), 1);
+    }
+
+    #[test]
+    fn timing_is_checked_as_client_go_checks_it() {
+        assert_eq!(Timing::default().check(), Ok(()));
+        assert!(matches!(
+            timing(10_000, 10_000, 2_000).check(),
+            Err(TimingError::RenewNotBeforeExpiry { .. })
+        ));
+        let error = timing(15_000, 10_000, 9_000).check().expect_err("refused");
+        assert!(matches!(error, TimingError::RetryNotBeforeDeadline { .. }));
+        assert!(error.to_string().contains("--retry-period"), "{error}");
+        assert!(
+            matches!(
+                timing(15_000, 12_000, 10_000).check(),
+                Err(TimingError::RetryNotBeforeDeadline { .. })
+            ),
+            "1.2 retry periods is the deadline itself"
+        );
+        assert_eq!(timing(15_000, 12_001, 10_000).check(), Ok(()));
     }
 }

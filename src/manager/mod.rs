@@ -12,6 +12,7 @@
 pub mod leader;
 pub mod metrics;
 pub mod probes;
+pub mod rate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use tokio::sync::watch;
 use tracing::info;
 
 use crate::admission::Defaults;
-use crate::controller::{self, Context};
+use crate::controller::{self, context::Context};
 use crate::listener::ServerError;
 use crate::tls::profile::cluster::{self, SettingsWatch};
 use crate::webhook::{self, server};
@@ -35,6 +36,7 @@ use metrics::auth::{Gate, ReviewCounter, Ttls};
 use metrics::reviews::ApiServerReviews;
 use metrics::{Audience, MetricsArgs};
 use probes::{Check, ProbeArgs, Readiness};
+use rate::RateLayer;
 
 /// The prefix of every metric name.
 pub const METRICS_PREFIX: &str = "memcached_operator";
@@ -107,7 +109,28 @@ pub struct RunArgs {
     /// (docs/operating.md).
     #[arg(long, default_value_t = 8)]
     pub max_requests_in_flight: u16,
+
+    /// API requests a second the controller sends on average (client-go's QPS: a token
+    /// bucket; 0, the default: no bound, as controller-runtime's clients), watches and Events
+    /// included. Leader election, the webhooks and the metrics use another client.
+    #[arg(long, default_value_t = DEFAULT_KUBE_API_QPS, value_parser = crate::flag_bounds::rate)]
+    pub kube_api_qps: f64,
+
+    /// API requests the controller may send at once beyond `--kube-api-qps` after a quiet
+    /// while (client-go's burst: the bucket's size).
+    #[arg(long, default_value_t = DEFAULT_KUBE_API_BURST)]
+    pub kube_api_burst: u32,
 }
+
+/// The controller's requests a second by default: no bound, as controller-runtime's clients
+/// since it relies on API Priority and Fairness instead. Measured at 1,000 objects
+/// (docs/performance.md), a bound of 100 a second spread the first pass's 5,000 requests over
+/// at least 50 s and did not leave `kubectl create` beside it faster; client-go's own default,
+/// 5 a second, would take 1,000 s for them.
+pub const DEFAULT_KUBE_API_QPS: f64 = 0.0;
+/// The controller's burst of requests by default (client-go's default burst is 10); used once
+/// `--kube-api-qps` sets a rate.
+pub const DEFAULT_KUBE_API_BURST: u32 = 100;
 
 /// Why the operator could not run.
 #[derive(Debug, Error)]
@@ -127,14 +150,9 @@ pub enum RunError {
          or pass --leader-elect=false"
     )]
     NoLeaseNamespace,
-    /// The renew deadline is not shorter than the lease.
-    #[error("--renew-deadline ({renew:?}) must be shorter than --lease-duration ({lease:?})")]
-    BadTiming {
-        /// The renew deadline.
-        renew: Duration,
-        /// The lease duration.
-        lease: Duration,
-    },
+    /// The leader election's timing cannot work.
+    #[error(transparent)]
+    BadTiming(#[from] leader::TimingError),
     /// The webhook, probe or metrics server failed.
     #[error(transparent)]
     Server(#[from] ServerError),
@@ -354,11 +372,13 @@ pub async fn serve_webhooks(
 
 /// Runs the webhook server and, while leading, the controller, until `shutdown` completes.
 pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Result<(), RunError> {
-    if args.leader_elect && args.renew_deadline >= args.lease_duration {
-        return Err(RunError::BadTiming {
-            renew: args.renew_deadline,
-            lease: args.lease_duration,
-        });
+    let timing = Timing {
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    if args.leader_elect {
+        timing.check()?;
     }
     let lease_namespace = match (&args.lease_namespace, args.leader_elect) {
         (Some(namespace), _) => Some(namespace.clone()),
@@ -367,15 +387,15 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     };
     let config = api_config().await.map_err(RunError::Client)?;
     let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
+    let rate =
+        (args.kube_api_qps > 0.0).then(|| RateLayer::new(args.kube_api_qps, args.kube_api_burst));
     let controller_client =
-        bounded_client(config, args.max_requests_in_flight).map_err(RunError::Client)?;
+        bounded_client(config, args.max_requests_in_flight, rate).map_err(RunError::Client)?;
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     let controller_metrics = controller::metrics::Metrics::register(&mut registry);
-    let (platform, apis) = controller::discover(&client).await;
+    let platform = controller::discover(&client).await;
     info!(
         ?platform,
-        cert_manager = apis.certificates,
-        service_monitors = apis.service_monitors,
         webhooks = args.webhooks,
         leader_elect = args.leader_elect,
         "starting"
@@ -387,7 +407,6 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         controller_metrics,
     );
     context.concurrency = args.max_concurrent_reconciles;
-    context.apis = apis;
     let context = Arc::new(context);
 
     let tls_settings = cluster::follow(Some(client.clone()), tls_suites()).await;
@@ -410,11 +429,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
                 Api::<Lease>::namespaced(client, &namespace),
                 &args.lease_name,
                 &identity(),
-                Timing {
-                    lease_duration: args.lease_duration,
-                    renew_deadline: args.renew_deadline,
-                    retry_period: args.retry_period,
-                },
+                timing,
             );
             tokio::spawn(reconcile_while_leading(
                 context,
@@ -450,19 +465,23 @@ async fn api_config() -> Result<kube::Config, kube::Error> {
     Ok(config)
 }
 
-/// The controller's client: at most `in_flight` requests at once (0: no bound), the others
-/// waiting their turn in order (tower's `ConcurrencyLimitLayer`). A request holds its place
-/// until the API server's response begins: a watch's, once it is established, not while its
-/// events stream. The client of leader election, the webhooks and the metrics is another, so
-/// the controller's queue never delays a lease renewal.
-fn bounded_client(config: kube::Config, in_flight: u16) -> Result<Client, kube::Error> {
-    let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(match in_flight {
-        0 => builder.build(),
-        n => builder
-            .with_layer(&tower::limit::ConcurrencyLimitLayer::new(usize::from(n)))
-            .build(),
-    })
+/// The controller's client: requests spaced by `rate` (client-go's QPS and burst, [`rate`]),
+/// then at most `in_flight` at once (0: no bound), the others waiting their turn in order
+/// (tower's `ConcurrencyLimitLayer`). A request holds its place until the API server's
+/// response begins: a watch's, once it is established, not while its events stream. The client
+/// of leader election, the webhooks and the metrics is another, so the controller's queue never
+/// delays a lease renewal.
+fn bounded_client(
+    config: kube::Config,
+    in_flight: u16,
+    rate: Option<RateLayer>,
+) -> Result<Client, kube::Error> {
+    let in_flight =
+        (in_flight > 0).then(|| tower::limit::ConcurrencyLimitLayer::new(usize::from(in_flight)));
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::util::option_layer(in_flight))
+        .with_layer(&tower::util::option_layer(rate))
+        .build())
 }
 
 /// The cipher suites the TLS profile is settled against: the process's crypto provider's.

@@ -1,8 +1,9 @@
 //! The TLS both of the operator's servers share, the webhooks' and the HTTPS metrics': each
 //! takes from here what it needs.
 //!
-//! - `certs`: the serving certificate pair, where it is found (OLM's paths, `--cert-dir`), the
-//!   resolver every handshake asks, and the reloader that swaps in a renewed pair;
+//! - `certs`: the serving certificate pair, where it is found (OLM's paths, `--cert-dir`), and
+//!   the resolver every handshake asks;
+//! - `cert_reloader`: the reloader that swaps in a renewed pair;
 //! - `cert_secret`: the certificate Secret watched through the API (`--cert-secret`), whose
 //!   renewed pair is read before the kubelet brings its files;
 //! - `trust` and `trust_watch`: which CA each of the API server's caBundles trusts, so that a
@@ -10,6 +11,7 @@
 //! - `profile`: the cluster's TLS security profile, and its swap into each listener;
 //! - `config`: a listener's rustls configuration from all of these.
 
+pub mod cert_reloader;
 pub mod cert_secret;
 pub mod certs;
 pub mod config;

@@ -163,7 +163,7 @@ impl Metrics {
     }
 }
 
-impl crate::tls::certs::ReloadRecorder for Metrics {
+impl crate::tls::cert_reloader::ReloadRecorder for Metrics {
     fn loaded(&self, not_after_unix: i64) {
         self.record_certificate_loaded(not_after_unix);
     }

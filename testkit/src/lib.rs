@@ -26,6 +26,7 @@ pub mod control_plane;
 pub mod deploy;
 pub mod direct_wiring;
 pub mod handshake;
+pub mod house;
 pub mod images;
 pub mod install_script;
 pub mod loopback;

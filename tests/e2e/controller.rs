@@ -20,10 +20,12 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use memcached_operator::admission::{Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
-use memcached_operator::controller::cache;
+use memcached_operator::controller::cache::children::Children;
 use memcached_operator::controller::cache::compact::{Marked, Marks, Owner, hash64};
+use memcached_operator::controller::cache::health::Health;
 use memcached_operator::controller::cache::known::KnownChildren;
-use memcached_operator::controller::cache::status_stand_in::StatusStandIn;
+use memcached_operator::controller::cache::memcacheds::{LAST_APPLIED, memcacheds};
+use memcached_operator::controller::cache::pods::INSTANCE_LABEL;
 use memcached_operator::controller::desired::children::{
     CONFIG_HASH_ANNOTATION, Platform, desired_statefulset,
 };
@@ -193,26 +195,29 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
     })
     .await;
     assert!(stored.metadata.managed_fields.is_some());
-    assert!(stored.annotations().contains_key(cache::LAST_APPLIED));
+    assert!(stored.annotations().contains_key(LAST_APPLIED));
     let _: PodDisruptionBudget = child(&env, &namespace, "cache").await;
 
     // The caches, filled as the controller fills them.
     let known = Arc::new(KnownChildren::default());
-    let stand_in = Arc::new(StatusStandIn::default());
-    let (memcacheds, changed) = cache::memcacheds(env.client.clone(), stand_in);
-    let (statefulsets, sts_touched) = cache::statefulsets(env.client.clone(), known.clone());
-    let (services, svc_touched) = cache::services(env.client.clone(), known.clone());
-    let (budgets, pdb_touched) = cache::budgets(env.client.clone(), known);
-    let (pods, pods_changed) = cache::pods(env.client.clone());
+    let (memcacheds, changed) = memcacheds(env.client.clone(), |_| {}, |_| {});
+    let (children, triggers) = Children::follow(env.client.clone(), known, &Health::default());
     let drive = tokio::spawn(
         futures::stream::select_all([
             changed.map(|_| ()).boxed(),
-            sts_touched.map(|_| ()).boxed(),
-            svc_touched.map(|_| ()).boxed(),
-            pdb_touched.map(|_| ()).boxed(),
-            pods_changed.map(|_| ()).boxed(),
+            triggers.statefulsets.map(|_| ()).boxed(),
+            triggers.services.map(|_| ()).boxed(),
+            triggers.budgets.map(|_| ()).boxed(),
+            triggers.network_policies.map(|_| ()).boxed(),
+            triggers.pods.map(|_| ()).boxed(),
         ])
         .collect::<()>(),
+    );
+    let (statefulsets, services, budgets, pods) = (
+        children.statefulsets.clone(),
+        children.services.clone(),
+        children.budgets.clone(),
+        children.pods.clone(),
     );
     let pods_api: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
     eventually("the StatefulSet controller made two pods", WAIT, || async {
@@ -241,6 +246,7 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
     })
     .await;
     drive.abort();
+    drop(children);
 
     let cached = memcacheds
         .get(&ObjectRef::new("cache").within(&namespace))
@@ -253,7 +259,7 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
     assert_eq!(cached.spec, stored.spec);
     for memcached in memcacheds.state() {
         assert_eq!(memcached.metadata.managed_fields, None, "{memcached:?}");
-        assert!(!memcached.annotations().contains_key(cache::LAST_APPLIED));
+        assert!(!memcached.annotations().contains_key(LAST_APPLIED));
     }
 
     // Children: identity, versions and generation as text; labels, annotations and owners
@@ -343,7 +349,7 @@ pub async fn the_controllers_caches_hold_no_write_history(env: Arc<Env>) {
             .flatten()
             .map(|(k, _)| k.as_str())
             .collect();
-        assert_eq!(labels, [cache::INSTANCE_LABEL]);
+        assert_eq!(labels, [INSTANCE_LABEL]);
         for condition in pod
             .status
             .iter()
@@ -712,6 +718,7 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
     };
     let before = versions().await;
     let writes_before = child_writes(&env).await;
+    let status_writes_before = status_writes(&env).await;
     assert!(
         writes_before >= 3.0,
         "the write counter saw the three children created: {writes_before}"
@@ -737,8 +744,13 @@ pub async fn reconciling_an_unchanged_memcached_writes_nothing(env: Arc<Env>) {
         writes_before,
         "an unchanged Memcached caused write requests"
     );
+    assert_eq!(
+        status_writes(&env).await,
+        status_writes_before,
+        "an unchanged Memcached's status was written again"
+    );
 
-    // One Event says what was created (sent once nothing more urgent waited).
+    // One Event says what was created.
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(env.client.clone(), &namespace);
     let notes = eventually("the controller's Event", WAIT, || async {
@@ -777,6 +789,10 @@ async fn metric_sum(env: &Env, name: &str) -> f64 {
 
 async fn child_writes(env: &Env) -> f64 {
     metric_sum(env, "memcached_operator_controller_child_writes_total").await
+}
+
+async fn status_writes(env: &Env) -> f64 {
+    metric_sum(env, "memcached_operator_controller_status_writes_total").await
 }
 
 async fn reconciliations(env: &Env) -> f64 {

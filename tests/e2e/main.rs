@@ -12,6 +12,7 @@
 //! plane that cannot start fails every scenario with the reason; nothing is skipped.
 
 mod admission;
+mod churn;
 mod cluster;
 mod controller;
 mod drills;
@@ -20,6 +21,8 @@ mod network_policy;
 mod optional_children;
 mod renewal;
 mod resilience;
+mod restricted;
+mod status;
 mod tls_profile;
 
 use crate::cluster::Env;
@@ -43,8 +46,11 @@ fn main() {
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
         controller::the_controllers_caches_hold_no_write_history,
+        status::each_status_field_follows_the_features_turned_on_and_off,
+        status::a_failed_status_write_still_reports_the_changes_made,
         network_policy::a_network_policy_follows_the_sources_asked_for_and_goes_when_no_longer_asked_for,
-        optional_children::certificates_and_service_monitors_are_written_where_their_apis_are_served,
+        optional_children::certificates_and_service_monitors_are_written_once_their_apis_are_installed,
+        optional_children::a_certificate_api_that_cannot_be_listed_holds_up_no_other_memcached,
         metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,
         metrics::a_scrape_with_a_cached_authorization_makes_no_api_call,
         tls_profile::the_cluster_tls_profile_reaches_new_connections_without_a_failed_request,
@@ -62,6 +68,9 @@ fn main() {
         drills::drill_a_finalizer_held_object_deleted_while_the_webhook_is_down,
         drills::drill_a_lease_held_by_a_dead_replica_is_taken_over_after_expiry,
         drills::drill_an_operator_forbidden_to_list_memcacheds_says_so_and_still_stops,
+        // Last: the garbage collector works through the thousand deleted owners for minutes
+        // (20 requests a second), which would hold up the deletions of the scenarios after it.
+        churn::a_thousand_memcacheds_created_and_deleted_leave_no_record_behind,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);
 }

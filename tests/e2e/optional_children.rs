@@ -1,91 +1,142 @@
 //! The children of kinds other projects define: the cert-manager Certificate of
-//! `spec.tls.issuerRef` and the ServiceMonitor of `spec.monitoring.serviceMonitor`. Where the
-//! cluster does not serve their APIs the Memcached is told so by a warning Event and the rest is
-//! reconciled; once the real CRDs (cert-manager's, the Prometheus Operator's) are installed and
-//! the operator restarted, both are written, owned, and accepted by those CRDs' own schemas,
-//! and removed when no longer asked for. Issuing is cert-manager's: the node suite proves it.
+//! `spec.tls.issuerRef` and the ServiceMonitor of `spec.monitoring.serviceMonitor`.
+//!
+//! Where the cluster does not serve their APIs the Memcached says so (Degraded, reason
+//! APIUnavailable, and a warning Event) and the rest is reconciled; once the real CRDs
+//! (cert-manager's, the Prometheus Operator's) are installed, with the operator running all
+//! along, both are written, owned, and accepted by those CRDs' own schemas, and removed when no
+//! longer asked for. A Certificate API the operator may not list holds up no other Memcached:
+//! an operator without that right reconciles every other Memcached and the rest of the one that
+//! asks for a Certificate, says why on it, on an Event and a metric, and writes the Certificate
+//! once it is given the right. Issuing is cert-manager's: the node suite proves it.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use memcached_operator::api::v1beta1::Memcached;
-use serde_json::json;
+use serde_json::{Value, json};
 use testkit::repository;
 
 use crate::cluster::{Env, eventually, kubectl};
+use crate::restricted::{Restricted, metric};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CERT_MANAGER_CRDS: &str = ".tools/cert-manager/crds/cert-manager.crds.yaml";
 const SERVICE_MONITOR_CRD: &str =
     ".tools/prometheus-operator/crds/monitoring.coreos.com_servicemonitors.yaml";
 
-pub async fn certificates_and_service_monitors_are_written_where_their_apis_are_served(
+fn memcached(name: &str, spec: Value) -> Memcached {
+    serde_json::from_value(json!({
+        "apiVersion": "cache.f2367556.dev/v1beta1",
+        "kind": "Memcached",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))
+    .expect("a Memcached")
+}
+
+fn secured_and_monitored() -> Value {
+    json!({
+        "replicas": 0,
+        "tls": {
+            "secretName": "cache-tls",
+            "clientAuth": "Require",
+            "issuerRef": { "name": "cache-ca", "kind": "ClusterIssuer" },
+        },
+        "monitoring": {
+            "serviceMonitor": { "interval": "30s", "labels": { "release": "prometheus" } },
+        },
+    })
+}
+
+/// The Degraded condition of `name` once it is `status` at the current generation.
+async fn degraded(api: &Api<Memcached>, name: &str, status: &str, why: &str) -> Condition {
+    eventually(why, WAIT, || async {
+        let memcached = api.get(name).await.ok()?;
+        let condition = memcached
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "Degraded")?;
+        (condition.status == status
+            && condition.observed_generation == memcached.metadata.generation)
+            .then_some(condition)
+    })
+    .await
+}
+
+/// The Event `reason` about the Memcached `name`.
+pub async fn event_about(env: &Env, namespace: &str, name: &str, reason: &str) -> Event {
+    let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
+    eventually(
+        &format!("the {reason} Event about {name}"),
+        WAIT,
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+        },
+    )
+    .await
+}
+
+pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_installed(
     env: Arc<Env>,
 ) {
     let namespace = env.create_namespace("e2e-optional-children").await;
     let memcacheds: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    let object: Memcached = serde_json::from_value(json!({
-        "apiVersion": "cache.f2367556.dev/v1beta1",
-        "kind": "Memcached",
-        "metadata": { "name": "cache" },
-        "spec": {
-            "replicas": 0,
-            "tls": {
-                "secretName": "cache-tls",
-                "clientAuth": "Require",
-                "issuerRef": { "name": "cache-ca", "kind": "ClusterIssuer" },
-            },
-            "monitoring": {
-                "serviceMonitor": { "interval": "30s", "labels": { "release": "prometheus" } },
-            },
-        },
-    }))
-    .expect("a Memcached");
     let created = memcacheds
-        .create(&PostParams::default(), &object)
+        .create(
+            &PostParams::default(),
+            &memcached("cache", secured_and_monitored()),
+        )
         .await
         .expect("the Memcached is created");
 
-    // Neither API is served: a warning says so, and the rest is reconciled.
-    let events: Api<Event> = Api::namespaced(env.client.clone(), &namespace);
-    let warning = eventually("the warning that the APIs are not served", WAIT, || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("APIUnavailable"))
-    })
-    .await;
-    let note = warning.note.unwrap_or_default();
-    eprintln!("optional children, APIs absent: {note}");
+    // Neither API is served: the status and a warning say so, and the rest is reconciled.
+    let unavailable = degraded(&memcacheds, "cache", "True", "Degraded: APIs not served").await;
+    eprintln!("optional children, APIs absent: {}", unavailable.message);
+    assert_eq!(unavailable.reason, "APIUnavailable");
+    for said in [
+        "no Certificate is written",
+        "cert-manager.io/v1",
+        "no ServiceMonitor is written",
+        "monitoring.coreos.com/v1",
+    ] {
+        assert!(
+            unavailable.message.contains(said),
+            "{}",
+            unavailable.message
+        );
+    }
+    let warning = event_about(&env, &namespace, "cache", "APIUnavailable").await;
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
-    assert!(
-        note.contains("no Certificate is written") && note.contains("cert-manager.io/v1"),
-        "{note}"
-    );
-    assert!(
-        note.contains("no ServiceMonitor is written") && note.contains("monitoring.coreos.com/v1"),
-        "{note}"
-    );
-    let statefulsets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
-        Api::namespaced(env.client.clone(), &namespace);
+    assert_eq!(warning.note.as_deref(), Some(unavailable.message.as_str()));
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
     eventually("the StatefulSet is written all the same", WAIT, || async {
         statefulsets.get_opt("cache").await.ok().flatten()
     })
     .await;
 
-    // The real CRDs, then a restart: the operator looks for the APIs when it starts.
+    // The real CRDs, and no restart: the operator follows them.
+    let pid = env.operator_pid().await;
     for crd in [CERT_MANAGER_CRDS, SERVICE_MONITOR_CRD] {
         install_crds(&env, &repository::root().join(crd));
     }
-    env.restart_operator(&[]).await;
     let certificates = api(&env, &namespace, "cert-manager.io", "Certificate");
     let monitors = api(&env, &namespace, "monitoring.coreos.com", "ServiceMonitor");
     let certificate = eventually("the Certificate is written", WAIT, || async {
@@ -96,6 +147,9 @@ pub async fn certificates_and_service_monitors_are_written_where_their_apis_are_
         monitors.get_opt("cache").await.ok().flatten()
     })
     .await;
+    assert_eq!(env.operator_pid().await, pid, "the same operator process");
+    let cleared = degraded(&memcacheds, "cache", "False", "Degraded cleared").await;
+    assert_eq!(cleared.reason, "AsExpected");
     for child in [&certificate, &monitor] {
         let owners = child.owner_references();
         assert_eq!(owners.len(), 1, "{owners:?}");
@@ -123,8 +177,8 @@ pub async fn certificates_and_service_monitors_are_written_where_their_apis_are_
         json!([{ "port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s" }])
     );
     eprintln!(
-        "optional children: after the CRDs and a restart, Certificate {} and ServiceMonitor {} \
-         written and owned",
+        "optional children: once the CRDs are installed, with no restart, Certificate {} and \
+         ServiceMonitor {} written and owned",
         certificate.name_any(),
         monitor.name_any()
     );
@@ -148,6 +202,87 @@ pub async fn certificates_and_service_monitors_are_written_where_their_apis_are_
         },
     )
     .await;
+}
+
+pub async fn a_certificate_api_that_cannot_be_listed_holds_up_no_other_memcached(env: Arc<Env>) {
+    let namespace = env.create_namespace("e2e-unlistable").await;
+    let restricted = Restricted::start(
+        &env,
+        &namespace,
+        "e2e-operator-without-certificates",
+        |rule| {
+            rule.api_groups
+                .iter()
+                .flatten()
+                .any(|g| g == "cert-manager.io")
+        },
+    )
+    .await;
+    let memcacheds: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
+    for (name, spec) in [
+        ("secured", secured_and_monitored()),
+        ("plain", json!({ "replicas": 0 })),
+    ] {
+        memcacheds
+            .create(&PostParams::default(), &memcached(name, spec))
+            .await
+            .expect("the Memcached is created");
+    }
+    let plain = degraded(
+        &memcacheds,
+        "plain",
+        "False",
+        "the other Memcached is reconciled",
+    )
+    .await;
+    assert_eq!(plain.reason, "AsExpected");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
+    for name in ["plain", "secured"] {
+        eventually(&format!("StatefulSet {name} is written"), WAIT, || async {
+            statefulsets.get_opt(name).await.ok().flatten()
+        })
+        .await;
+    }
+    let unlistable = degraded(
+        &memcacheds,
+        "secured",
+        "True",
+        "Degraded: Certificates unlistable",
+    )
+    .await;
+    eprintln!(
+        "a Certificate API that cannot be listed: {}",
+        unlistable.message
+    );
+    assert_eq!(unlistable.reason, "APIUnavailable");
+    assert!(
+        unlistable
+            .message
+            .contains("no Certificate is written: Certificates cannot be listed")
+            && unlistable.message.contains("forbidden"),
+        "{}",
+        unlistable.message
+    );
+    let said = event_about(&env, &namespace, "secured", "APIUnavailable").await;
+    assert_eq!(said.note.as_deref(), Some(unlistable.message.as_str()));
+    let failing = "memcached_operator_controller_watch_failing";
+    let server = &restricted.server;
+    assert_eq!(metric(server, failing, "kind=\"Certificates\"").await, 1.0);
+    assert_eq!(metric(server, failing, "kind=\"StatefulSets\"").await, 0.0);
+
+    // The right given back: the Certificate is written, by the same process.
+    restricted.restore_rights(&env).await;
+    let certificates = api(&env, &namespace, "cert-manager.io", "Certificate");
+    eventually(
+        "the Certificate is written once it may be listed",
+        WAIT,
+        || async { certificates.get_opt("secured").await.ok().flatten() },
+    )
+    .await;
+    let cleared = degraded(&memcacheds, "secured", "False", "Degraded cleared").await;
+    assert_eq!(cleared.reason, "AsExpected");
+    assert_eq!(metric(server, failing, "kind=\"Certificates\"").await, 0.0);
+    restricted.stop(&env).await;
 }
 
 fn api(env: &Env, namespace: &str, group: &str, kind: &str) -> Api<DynamicObject> {

@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use regex::Regex;
 
-use super::{Violation, Warnings, check_image};
+use super::image::check_image;
+use super::violation::{Violation, Warnings};
 use crate::api::v1beta1::{
     ClientAuth, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
 };

@@ -9,9 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::cel;
 
-/// The exporter's port when none is given (memcached_exporter's own default).
-pub const DEFAULT_METRICS_PORT: i32 = 9150;
-
 /// memcached_exporter as a native sidecar of every server, its port on the pods and the
 /// Service. On when set.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -19,15 +19,12 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
 use kube::api::PartialObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::v1beta1::Memcached;
-use crate::controller::desired::children::certificate::Certificate;
-use crate::controller::desired::children::service_monitor::ServiceMonitor;
-use crate::controller::field_owners;
 use crate::operator;
 
 /// The annotation on each child that holds the hash of the desired state it was applied with.
@@ -50,13 +47,33 @@ pub fn hash64(value: impl Hash) -> u64 {
     hasher.finish()
 }
 
-/// The key the controller's records file an object under: a hash of its namespace and name.
+/// The key the controller's records file a child under: a hash of its namespace and name.
 pub fn name_key(metadata: &ObjectMeta) -> u64 {
     hash64((&metadata.namespace, &metadata.name))
 }
 
+/// The key the controller's records file a Memcached under: a hash of its uid, so that one
+/// re-created under the same name starts with no record.
+pub fn uid_key(metadata: &ObjectMeta) -> u64 {
+    hash64(&metadata.uid)
+}
+
+/// Whether `manager` owns fields of the object through an `Update` entry (`subresource`
+/// empty: of the object itself, not of a subresource).
+pub fn recorded_as_update(
+    entries: Option<&[ManagedFieldsEntry]>,
+    manager: &str,
+    subresource: &str,
+) -> bool {
+    entries.unwrap_or_default().iter().any(|entry| {
+        entry.manager.as_deref() == Some(manager)
+            && entry.operation.as_deref() == Some("Update")
+            && entry.subresource.as_deref().unwrap_or_default() == subresource
+    })
+}
+
 /// What the controller reads of a child's labels, annotations and owner references.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Marks {
     /// The desired-state hash in the applied-hash annotation ([`stamped`]).
     pub applied: Option<u64>,
@@ -67,12 +84,16 @@ pub struct Marks {
     pub owner: Option<Owner>,
     /// Whether the operator's field manager also owns fields of the child through an
     /// `Update` entry, the record of the create that made it: folded into its `Apply` entry
-    /// before the next apply ([`field_owners`]).
+    /// before the next apply (`controller::field_owners`).
     pub created: bool,
+    /// Whether the child was deleted: set on the object of a deletion only, so that the
+    /// predicate of its watch, which hashes the marks, tells the deletion from the version
+    /// before it ([`Gone`]).
+    pub gone: bool,
 }
 
 /// The Memcached named by a child's controller owner reference.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Owner {
     /// A hash of its uid ([`hash64`] of the `Option<String>`, as `Known` hashes uids).
     pub uid: u64,
@@ -112,10 +133,8 @@ impl Marks {
             applied,
             labels_and_owners: hasher.finish(),
             owner,
-            created: field_owners::recorded_as_update(
-                metadata.managed_fields.as_deref(),
-                operator::NAME,
-            ),
+            created: recorded_as_update(metadata.managed_fields.as_deref(), operator::NAME, ""),
+            gone: false,
         }
     }
 }
@@ -124,6 +143,30 @@ impl Marks {
 pub trait Marked {
     /// Its marks.
     fn marks(&self) -> &Marks;
+    /// A hash of the status fields the cache keeps of it (none but a StatefulSet's).
+    fn kept_status(&self) -> u64 {
+        0
+    }
+}
+
+/// A cached object that can say it was deleted, for a watch's predicate to see (kube's
+/// `touched_objects` hands on the object of a deletion as it was before, so a predicate on
+/// what is kept would take it for no change).
+pub trait Gone {
+    /// Marks the object as deleted.
+    fn mark_gone(&mut self);
+}
+
+impl<T: MarkedMut> Gone for T {
+    fn mark_gone(&mut self) {
+        self.marks_mut().gone = true;
+    }
+}
+
+/// A cached child whose [`Marks`] can be changed.
+pub trait MarkedMut {
+    /// Its marks, to change.
+    fn marks_mut(&mut self) -> &mut Marks;
 }
 
 /// Reduces a child's metadata to what stays as text: name, namespace, uid and resourceVersion,
@@ -212,10 +255,19 @@ impl Marked for CachedStatefulSet {
     fn marks(&self) -> &Marks {
         &self.marks
     }
+    fn kept_status(&self) -> u64 {
+        hash64(self.status)
+    }
+}
+
+impl MarkedMut for CachedStatefulSet {
+    fn marks_mut(&mut self) -> &mut Marks {
+        &mut self.marks
+    }
 }
 
 /// The three fields of a StatefulSet's status that status reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
     /// Pods created.
@@ -253,10 +305,19 @@ pub struct CachedPod {
     /// Its conditions (reduced to Ready by `cache::reduce_pod`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Conditions>,
+    /// Whether it was deleted ([`Gone`]).
+    #[serde(skip)]
+    pub gone: bool,
+}
+
+impl Gone for CachedPod {
+    fn mark_gone(&mut self) {
+        self.gone = true;
+    }
 }
 
 /// A pod's conditions, without their times, reasons and messages.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Conditions {
     /// The conditions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,7 +325,7 @@ pub struct Conditions {
 }
 
 /// One pod condition: its type and status.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Condition {
     /// `Ready`, `PodScheduled`, ...
     #[serde(rename = "type")]
@@ -276,14 +337,15 @@ pub struct Condition {
 same_resource_as!(CachedPod, Pod);
 
 /// Defines `$cached`, what the cache keeps of a `$kind`: [`kept_metadata`] and [`Marks`], from
-/// the object's metadata (a metadata-only watch's objects, or an apply's answer).
+/// the object's metadata (a metadata-only watch's objects, or an apply's answer). A watch of
+/// `PartialObjectMeta<$cached>` is a metadata-only watch of the kind.
 macro_rules! metadata_kept_of {
     ($cached:ident, $kind:ty) => {
-        metadata_kept_of!(@kept $cached, $kind);
+        metadata_kept_of!(@kept $cached, stringify!($kind));
         same_resource_as!($cached, $kind);
     };
-    ($cached:ident, $kind:ty, $group:literal, $version:literal, $kind_name:literal, $plural:literal) => {
-        metadata_kept_of!(@kept $cached, $kind);
+    ($cached:ident, $group:literal, $version:literal, $kind_name:literal, $plural:literal) => {
+        metadata_kept_of!(@kept $cached, $kind_name);
         same_resource_as!(
             $cached,
             $group,
@@ -293,9 +355,10 @@ macro_rules! metadata_kept_of {
             $plural
         );
     };
-    (@kept $cached:ident, $kind:ty) => {
-        #[doc = concat!("A ", stringify!($kind), " as the cache keeps it: metadata and marks.")]
-        #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+    (@kept $cached:ident, $kind:expr) => {
+        #[doc = concat!("A ", $kind, " as the cache keeps it: metadata and marks.")]
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(from = "WatchedMetadata")]
         pub struct $cached {
             /// Its metadata.
             pub metadata: ObjectMeta,
@@ -313,8 +376,14 @@ macro_rules! metadata_kept_of {
             }
         }
 
-        impl From<PartialObjectMeta<$kind>> for $cached {
-            fn from(watched: PartialObjectMeta<$kind>) -> Self {
+        impl From<WatchedMetadata> for $cached {
+            fn from(watched: WatchedMetadata) -> Self {
+                Self::from(watched.metadata)
+            }
+        }
+
+        impl From<PartialObjectMeta<$cached>> for $cached {
+            fn from(watched: PartialObjectMeta<$cached>) -> Self {
                 Self::from(watched.metadata)
             }
         }
@@ -324,7 +393,20 @@ macro_rules! metadata_kept_of {
                 &self.marks
             }
         }
+
+        impl MarkedMut for $cached {
+            fn marks_mut(&mut self) -> &mut Marks {
+                &mut self.marks
+            }
+        }
     };
+}
+
+/// An object as decoded before the cache keeps its metadata.
+#[derive(Deserialize)]
+pub struct WatchedMetadata {
+    #[serde(default)]
+    metadata: ObjectMeta,
 }
 
 metadata_kept_of!(CachedService, Service);
@@ -332,7 +414,6 @@ metadata_kept_of!(CachedBudget, PodDisruptionBudget);
 metadata_kept_of!(CachedNetworkPolicy, NetworkPolicy);
 metadata_kept_of!(
     CachedCertificate,
-    Certificate,
     "cert-manager.io",
     "v1",
     "Certificate",
@@ -340,7 +421,6 @@ metadata_kept_of!(
 );
 metadata_kept_of!(
     CachedServiceMonitor,
-    ServiceMonitor,
     "monitoring.coreos.com",
     "v1",
     "ServiceMonitor",

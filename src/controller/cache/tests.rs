@@ -1,7 +1,17 @@
-use kube::ResourceExt;
+//! The compact types and reductions, on objects as the API server sends them.
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::ObjectMeta;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::*;
+use super::child::Child;
+use super::compact::{CachedBudget, CachedPod, CachedStatefulSet, hash64};
+use super::memcacheds::{LAST_APPLIED, STATUS, forget_write_history};
+use super::pods::{owner_of_pod, reduce_pod};
+use crate::api::v1beta1::Memcached;
+use crate::operator;
 
 fn testdata(name: &str) -> Value {
     let path = format!(
@@ -20,7 +30,16 @@ fn a_cached_memcached_keeps_everything_but_its_write_history() {
 
     let mut expected = stored;
     let metadata = expected["metadata"].as_object_mut().expect("metadata");
-    metadata.remove("managedFields");
+    // Of the managed fields, the operator's own merge-patched status only (until taken over).
+    let kept: Vec<Value> = metadata["managedFields"]
+        .as_array()
+        .expect("managed fields")
+        .iter()
+        .filter(|entry| entry["manager"] == operator::NAME && entry["subresource"] == STATUS)
+        .cloned()
+        .collect();
+    assert_eq!(kept.len(), 1);
+    metadata["managedFields"] = Value::Array(kept);
     metadata["annotations"]
         .as_object_mut()
         .expect("annotations")
@@ -28,13 +47,45 @@ fn a_cached_memcached_keeps_everything_but_its_write_history() {
     assert_eq!(
         serde_json::to_value(&memcached).expect("encodes"),
         expected,
-        "exactly managedFields and the last-applied annotation are gone"
+        "exactly the others' managed fields and the last-applied annotation are gone"
     );
     assert_eq!(
         memcached.annotations().keys().collect::<Vec<_>>(),
         ["example.com/team"],
         "other annotations stay"
     );
+}
+
+#[test]
+fn the_operators_own_status_update_entry_is_kept_until_taken_over() {
+    let entry = |manager: &str, operation: &str, subresource: Option<&str>| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            subresource: subresource.map(Into::into),
+            ..Default::default()
+        }
+    };
+    let mut metadata = ObjectMeta {
+        managed_fields: Some(vec![
+            entry("kubectl", "Update", None),
+            entry(operator::NAME, "Apply", Some(STATUS)),
+            entry(operator::NAME, "Update", Some(STATUS)),
+            entry(operator::NAME, "Update", None),
+        ]),
+        ..ObjectMeta::default()
+    };
+    forget_write_history(&mut metadata);
+    assert_eq!(
+        metadata.managed_fields,
+        Some(vec![entry(operator::NAME, "Update", Some(STATUS))])
+    );
+    let mut applied_only = ObjectMeta {
+        managed_fields: Some(vec![entry(operator::NAME, "Apply", Some(STATUS))]),
+        ..ObjectMeta::default()
+    };
+    forget_write_history(&mut applied_only);
+    assert_eq!(applied_only.managed_fields, None);
 }
 
 #[test]
@@ -51,7 +102,7 @@ fn forgetting_the_write_history_drops_annotations_left_empty() {
 fn a_cached_budget_is_its_names_versions_and_marks() {
     use super::compact::{APPLIED_HASH_ANNOTATION, Marks, Owner};
     let watched = testdata("watched-budget-metadata.json");
-    let mut watched: kube::api::PartialObjectMeta<PodDisruptionBudget> =
+    let mut watched: kube::api::PartialObjectMeta<CachedBudget> =
         serde_json::from_value(watched).expect("decodes");
     watched
         .metadata
@@ -172,61 +223,5 @@ fn a_cached_pod_is_its_name_instance_deletion_and_readiness() {
     assert_eq!(
         owner_of_pod(&pod),
         Some(ObjectRef::new("cache").within("shop"))
-    );
-}
-
-#[test]
-fn only_a_change_beyond_the_resource_version_counts() {
-    let mut pod = CachedPod::default();
-    pod.metadata.name = Some("cache-0".into());
-    pod.metadata.resource_version = Some("1".into());
-    let mut later = pod.clone();
-    later.metadata.resource_version = Some("2".into());
-    assert!(unchanged(Some(&pod), &later));
-    assert!(!unchanged(None, &later));
-    later.metadata.deletion_timestamp = pod.metadata.creation_timestamp.clone().or(Some(
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
-    ));
-    assert!(!unchanged(Some(&pod), &later));
-}
-
-#[tokio::test]
-async fn a_change_is_judged_once_the_cache_holds_it() {
-    let stored = testdata("stored-memcached.json");
-    let mut before: Memcached = serde_json::from_value(stored).expect("decodes");
-    before.metadata.resource_version = Some("1".into());
-    let mut after = before.clone();
-    after.metadata.resource_version = Some("2".into());
-    let writer = Writer::<Memcached>::default();
-    let reader = writer.as_reader();
-    let events = futures::stream::iter([
-        Ok(watcher::Event::Apply(before)),
-        Ok(watcher::Event::Apply(after)),
-    ]);
-    let judged = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = judged.clone();
-    let woken: Vec<_> = reflect(
-        events,
-        writer,
-        |_| {},
-        move |old: Option<&Memcached>, new: &Memcached| {
-            let cached = reader.get(&ObjectRef::from(new)).expect("cached");
-            seen.lock().expect("lock").push((
-                old.and_then(|o| o.metadata.resource_version.clone()),
-                cached.metadata.resource_version.clone(),
-            ));
-            true
-        },
-    )
-    .collect()
-    .await;
-    assert_eq!(woken.len(), 2);
-    assert_eq!(
-        *judged.lock().expect("lock"),
-        [
-            (None, Some("1".to_string())),
-            (Some("1".to_string()), Some("2".to_string()))
-        ],
-        "each event is judged against the version before it, with the cache already holding it"
     );
 }

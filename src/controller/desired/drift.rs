@@ -106,13 +106,24 @@ pub fn first_difference(desired: &Value, live: &Value) -> Option<String> {
     difference(desired, live, false)
 }
 
+/// Whether the API server stores `value` as no field at all: null, an empty list, an empty map.
+fn absent_when_stored(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(members) => members.is_empty(),
+        _ => false,
+    }
+}
+
 fn difference(desired: &Value, live: &Value, in_resources: bool) -> Option<String> {
     match (desired, live) {
         (Value::Object(want), Value::Object(have)) => want.iter().find_map(|(key, value)| {
             let in_resources = in_resources || key == "resources";
             let inner = match have.get(key) {
                 Some(found) => difference(value, found, in_resources),
-                None => (!value.is_null()).then(String::new),
+                // The API server stores no null, and drops an empty list or map (`omitempty`).
+                None => (!absent_when_stored(value)).then(String::new),
             };
             inner.map(|path| format!(".{key}{path}"))
         }),
@@ -165,6 +176,25 @@ mod tests {
             &desired,
             &json!({"spec": {"replicas": 3, "args": ["-m", "65"]}})
         ));
+    }
+
+    #[test]
+    fn an_empty_list_or_map_the_server_dropped_is_no_drift() {
+        let desired = json!({"spec": {"tolerations": [], "nodeSelector": {}, "replicas": 1,
+                                      "template": {"args": []}}});
+        let live = json!({"spec": {"replicas": 1, "template": {}}});
+        assert!(!differs(&desired, &live));
+        assert!(
+            differs(&json!({"spec": {"tolerations": [{"key": "a"}]}}), &live),
+            "a list that is not empty is still missing"
+        );
+        assert!(
+            differs(
+                &json!({"spec": {"args": []}}),
+                &json!({"spec": {"args": ["-v"]}})
+            ),
+            "an empty list against a stored one still differs"
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use self::children::network::desired_network_policy;
 use self::children::service_monitor::{ServiceMonitor, desired_service_monitor};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use crate::admission::{Defaults, default_spec, validate_create};
-use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached, MemcachedStatus};
+use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached};
 
 /// What a Memcached asks for.
 #[derive(Clone, Debug)]
@@ -62,19 +62,10 @@ pub fn replicas(effective: &Memcached) -> i32 {
 
 /// Plans `object`: its spec defaulted with `defaults` and validated (an invalid spec, which
 /// the webhooks would have refused, asks for no change), its children as they should be on
-/// `platform`. `written` is the status the controller has written and the cache has yet to
-/// show, which stands in for the cached one.
-pub fn plan(
-    object: &Memcached,
-    defaults: &Defaults,
-    platform: Platform,
-    written: Option<MemcachedStatus>,
-) -> Plan {
+/// `platform`.
+pub fn plan(object: &Memcached, defaults: &Defaults, platform: Platform) -> Plan {
     let mut effective = object.clone();
     effective.spec = default_spec(&object.spec, defaults);
-    if written.is_some() {
-        effective.status = written;
-    }
     let children = match validate_create(&effective) {
         Ok(_) => Ok(DesiredChildren {
             statefulset: desired_statefulset(&effective, platform),
@@ -106,7 +97,7 @@ mod tests {
                 ..MemcachedSpec::default()
             },
         );
-        let plan = plan(&object, &Defaults::default(), Platform::Kubernetes, None);
+        let plan = plan(&object, &Defaults::default(), Platform::Kubernetes);
         let children = plan.children.as_ref().expect("children");
         assert_eq!(children.statefulset.metadata.name.as_deref(), Some("cache"));
         assert_eq!(children.service.metadata.name.as_deref(), Some("cache"));
@@ -123,24 +114,8 @@ mod tests {
                 ..MemcachedSpec::default()
             },
         );
-        let plan = plan(&object, &Defaults::default(), Platform::Kubernetes, None);
+        let plan = plan(&object, &Defaults::default(), Platform::Kubernetes);
         let why = plan.children.expect_err("refused");
         assert!(why.contains("replicas"), "{why}");
-    }
-
-    #[test]
-    fn a_written_status_stands_in_for_the_cached_one() {
-        let object = crate::fixtures::memcached("cache", MemcachedSpec::default());
-        let written = MemcachedStatus {
-            replicas: Some(2),
-            ..MemcachedStatus::default()
-        };
-        let plan = plan(
-            &object,
-            &Defaults::default(),
-            Platform::Kubernetes,
-            Some(written.clone()),
-        );
-        assert_eq!(plan.effective.status, Some(written));
     }
 }

@@ -28,6 +28,9 @@ pub enum Problem {
     InvalidSpec(String),
     /// Writing a child failed.
     ReconcileFailed(String),
+    /// A child asked for is of a kind the cluster does not serve, or that cannot be listed
+    /// now; the rest is reconciled.
+    ApiUnavailable(String),
 }
 
 /// What the controller saw of a Memcached's children.
@@ -190,6 +193,7 @@ pub fn desired_status(
     let (degraded, degraded_reason, degraded_message) = match problem {
         Some(Problem::InvalidSpec(message)) => (true, "InvalidSpec", message.clone()),
         Some(Problem::ReconcileFailed(message)) => (true, "ReconcileFailed", message.clone()),
+        Some(Problem::ApiUnavailable(message)) => (true, "APIUnavailable", message.clone()),
         None => (
             false,
             "AsExpected",

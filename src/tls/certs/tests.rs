@@ -2,7 +2,15 @@
 //! `..data` swap, and files that are missing, mismatched or refused.
 
 use super::*;
-use crate::webhook::metrics::Metrics;
+use crate::tls::cert_reloader::{CertReloader, CheckOutcome, ReloadRecorder};
+
+/// A reloader's recorder that records nothing: these tests read what it serves.
+struct Unrecorded;
+
+impl ReloadRecorder for Unrecorded {
+    fn loaded(&self, _not_after_unix: i64) {}
+    fn failed(&self) {}
+}
 
 fn paths(dir: &str) -> CertPaths {
     CertPaths {
@@ -159,7 +167,7 @@ fn unchanged_files_are_not_loaded_again_and_a_late_pair_is_picked_up() {
         candidates(Some(dir.path()), Path::new("/")),
         resolver.clone(),
         crypto_provider(),
-        Metrics::default(),
+        Unrecorded,
     );
     assert!(matches!(reloader.check(), CheckOutcome::Refused(_)));
     assert_eq!(reloader.check(), CheckOutcome::Unchanged);
@@ -196,7 +204,7 @@ fn judging_reloader(
         candidates(Some(dir), Path::new("/")),
         resolver,
         crypto_provider(),
-        Metrics::default(),
+        Unrecorded,
     )
     .with_trust(trust)
 }

@@ -11,8 +11,8 @@
 
 use rustls::{CipherSuite, SupportedCipherSuite};
 
-use super::TlsSettings;
 use super::profiles::{Requested, TlsVersion};
+use super::settings::TlsSettings;
 
 /// The rustls suite for each OpenSSL cipher name rustls (with ring) implements.
 const OPENSSL_NAMES: &[(&str, CipherSuite)] = &[
@@ -243,6 +243,25 @@ pub fn settle(
         suites: tls13.into_iter().chain(tls12).collect(),
     };
     Ok((settings, adjustments))
+}
+
+impl TlsSettings {
+    /// Intermediate, as rustls with ring serves it: the settings where the cluster has no
+    /// opinion or no `APIServer` API.
+    pub fn intermediate() -> TlsSettings {
+        settle(
+            &super::profiles::default_profile(),
+            rustls::crypto::ring::ALL_CIPHER_SUITES,
+        )
+        .map(|(settings, _)| settings)
+        // Unreachable: ring implements all of Intermediate's TLS 1.3 suites. Should it not,
+        // TLS 1.2 and 1.3 with all of ring's suites is what rustls serves by default.
+        .unwrap_or_else(|_| TlsSettings {
+            profile: "Intermediate",
+            versions: vec![&rustls::version::TLS13, &rustls::version::TLS12],
+            suites: rustls::crypto::ring::ALL_CIPHER_SUITES.to_vec(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{metadata, secured_names};
 use crate::api::v1beta1::Memcached;
+use crate::controller::cache::child::Child;
+use crate::controller::cache::compact::CachedCertificate;
+
+impl Child for Certificate {
+    type Cached = CachedCertificate;
+    fn cached(full: Self) -> CachedCertificate {
+        CachedCertificate::from(full.metadata)
+    }
+}
 
 /// The group of cert-manager's API.
 pub const GROUP: &str = "cert-manager.io";

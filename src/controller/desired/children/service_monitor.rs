@@ -14,6 +14,15 @@ use serde::{Deserialize, Serialize};
 use super::monitoring::METRICS_PORT_NAME;
 use super::{metadata, selector_labels};
 use crate::api::v1beta1::Memcached;
+use crate::controller::cache::child::Child;
+use crate::controller::cache::compact::CachedServiceMonitor;
+
+impl Child for ServiceMonitor {
+    type Cached = CachedServiceMonitor;
+    fn cached(full: Self) -> CachedServiceMonitor {
+        CachedServiceMonitor::from(full.metadata)
+    }
+}
 
 /// The group of the Prometheus Operator's API.
 pub const GROUP: &str = "monitoring.coreos.com";

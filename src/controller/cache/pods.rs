@@ -1,0 +1,85 @@
+//! Watches the pods of the operator's StatefulSets, keeping of each its name, namespace, the
+//! `app.kubernetes.io/instance` label (whose Memcached it is), its deletion timestamp and its
+//! Ready condition's status: all that `status.servers` needs.
+
+use std::sync::Arc;
+
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use super::child::ours;
+use super::compact::{CachedPod, Conditions, hash64};
+use super::watch::{self, Listing};
+use crate::api::v1beta1::Memcached;
+
+/// The label naming the Memcached a pod serves.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+
+/// Reduces a Pod to its name, namespace, instance label, deletion timestamp and Ready status.
+pub fn reduce_pod(pod: &mut CachedPod) {
+    let ready = pod
+        .status
+        .take()
+        .and_then(|s| s.conditions?.into_iter().find(|c| c.type_ == "Ready"));
+    let instance = pod.metadata.labels.take().and_then(|mut labels| {
+        let name = labels.remove(INSTANCE_LABEL)?;
+        Some([(INSTANCE_LABEL.to_string(), name)].into())
+    });
+    pod.metadata = ObjectMeta {
+        name: pod.metadata.name.take(),
+        namespace: pod.metadata.namespace.take(),
+        labels: instance,
+        deletion_timestamp: pod.metadata.deletion_timestamp.take(),
+        ..ObjectMeta::default()
+    };
+    pod.status = ready.map(|ready| Conditions {
+        conditions: Some(vec![ready]),
+    });
+}
+
+/// The predicate of the pods' watch: a pod that appears, goes, or changes readiness or
+/// deletion wakes its Memcached.
+pub fn kept(pod: &CachedPod) -> Option<u64> {
+    let metadata = &pod.metadata;
+    Some(hash64((
+        &metadata.name,
+        &metadata.namespace,
+        &metadata.labels,
+        metadata.deletion_timestamp.is_some(),
+        &pod.status,
+        pod.gone,
+    )))
+}
+
+/// The pods of the operator's StatefulSets, reduced by [`reduce_pod`], and those that changed.
+pub fn pods(
+    client: Client,
+    on_listing: impl Fn(Listing) + Send + 'static,
+) -> (Store<CachedPod>, BoxStream<'static, CachedPod>) {
+    let events = watcher(Api::<CachedPod>::all(client), ours())
+        .default_backoff()
+        .modify(reduce_pod)
+        .boxed();
+    watch::follow("Pods", events, |_| {}, on_listing, kept)
+}
+
+/// The Memcached a cached pod serves, from its instance label.
+pub fn owner_of_pod(pod: &CachedPod) -> Option<ObjectRef<Memcached>> {
+    let name = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?;
+    Some(ObjectRef::new(name).within(pod.metadata.namespace.as_deref()?))
+}
+
+/// The cached pod `name` in `namespace`, if it serves the Memcached `instance`.
+pub fn pod_of(
+    pods: &Store<CachedPod>,
+    namespace: &str,
+    name: &str,
+    instance: &str,
+) -> Option<Arc<CachedPod>> {
+    pods.get(&ObjectRef::new(name).within(namespace))
+        .filter(|pod| owner_of_pod(pod).is_some_and(|owner| owner.name == instance))
+}
