@@ -183,15 +183,17 @@ copy_crd() {
 packages_of() {
   case "$1" in
     memcached) echo memcached ;;
-    node) echo runc containernetworking-plugins iptables conntrack ;;
+    node) echo runc containernetworking-plugins iptables nftables conntrack ;;
     images) echo buildah skopeo podman docker-registry catatonit busybox-static musl-tools ;;
+    load) echo stress-ng ;;
   esac
 }
 commands_of() {
   case "$1" in
     memcached) echo memcached ;;
-    node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables conntrack ;;
+    node) echo runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback iptables nft conntrack ;;
     images) echo buildah skopeo podman docker-registry catatonit /bin/busybox musl-gcc ;;
+    load) echo stress-ng ;;
   esac
 }
 

@@ -74,6 +74,7 @@ impl Context {
                 operator::NAME,
                 std::env::var("HOSTNAME").ok(),
                 metrics.record("last_warning"),
+                metrics.record("reported_restarts"),
             ),
             failures: Failures::new(metrics.record("backoff")),
             client,

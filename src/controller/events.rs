@@ -83,6 +83,102 @@ impl LastWarnings {
     }
 }
 
+/// One server's memcached container as the kubelet last reported it restarted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerRestart {
+    /// The server's pod.
+    pub pod: String,
+    /// Its container's restarts so far.
+    pub restarts: i32,
+    /// How its last run ended: `OOMKilled`, `Error`.
+    pub reason: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// When its last run ended.
+    pub finished_at: Option<jiff::Timestamp>,
+}
+
+impl ServerRestart {
+    /// What an Event says of it.
+    pub fn note(&self) -> String {
+        format!(
+            "server {}: memcached ended ({}, exit code {}) and the kubelet restarted it \
+             (restart {})",
+            self.pod, self.reason, self.exit_code, self.restarts
+        )
+    }
+}
+
+/// The restarts already reported per object (by uid): each server's restart count, for the
+/// objects with a restarted server only.
+#[derive(Debug, Default)]
+struct ReportedRestarts {
+    reported: Mutex<HashMap<u64, Vec<(String, i32)>>>,
+    held: Gauge,
+}
+
+impl ReportedRestarts {
+    fn new(held: Gauge) -> Self {
+        Self {
+            reported: Mutex::default(),
+            held,
+        }
+    }
+
+    fn counted(&self, reported: &HashMap<u64, Vec<(String, i32)>>) {
+        self.held
+            .set(i64::try_from(reported.len()).unwrap_or(i64::MAX));
+    }
+
+    fn reported(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<(String, i32)>>> {
+        self.reported.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Of `restarts`, those not reported for `object` yet that ended after `since`; records
+    /// them all as reported.
+    fn new_since(
+        &self,
+        object: &ObjectMeta,
+        restarts: &[ServerRestart],
+        since: jiff::Timestamp,
+    ) -> Vec<ServerRestart> {
+        let key = uid_key(object);
+        let mut reported = self.reported();
+        let before = reported.get(&key).cloned().unwrap_or_default();
+        let new = restarts
+            .iter()
+            .filter(|r| !before.contains(&(r.pod.clone(), r.restarts)))
+            .filter(|r| r.finished_at.is_some_and(|at| at >= since))
+            .cloned()
+            .collect();
+        if restarts.is_empty() {
+            reported.remove(&key);
+        } else {
+            reported.insert(
+                key,
+                restarts
+                    .iter()
+                    .map(|r| (r.pod.clone(), r.restarts))
+                    .collect(),
+            );
+        }
+        self.counted(&reported);
+        new
+    }
+
+    fn forget(&self, object: &ObjectMeta) {
+        let mut reported = self.reported();
+        reported.remove(&uid_key(object));
+        self.counted(&reported);
+    }
+
+    fn retain(&self, listed: &HashSet<u64>) {
+        let mut reported = self.reported();
+        reported.retain(|uid, _| listed.contains(uid));
+        self.counted(&reported);
+    }
+}
+
 /// One change a reconcile made to a child: the Event reason (`Created`, `Updated`,
 /// `Deleted`), what happened, and the child.
 #[derive(Clone, Debug, PartialEq)]
@@ -128,23 +224,49 @@ pub struct Events {
     controller: String,
     instance: String,
     warnings: LastWarnings,
+    restarts: ReportedRestarts,
+    /// When this replica started: a restart that ended before was another's to report.
+    started: jiff::Timestamp,
 }
 
 impl Events {
     /// Events reported by `controller` (the reporting controller), from `instance` (this
     /// replica, its pod name; the controller's name when unknown); the last warnings held are
-    /// counted on `warnings_held`.
+    /// counted on `warnings_held`, the objects whose reported restarts are held on
+    /// `restarts_held`.
     pub fn new(
         client: Client,
         controller: &str,
         instance: Option<String>,
         warnings_held: Gauge,
+        restarts_held: Gauge,
     ) -> Self {
         Self {
             client,
             controller: controller.into(),
             instance: instance.unwrap_or_else(|| controller.into()),
             warnings: LastWarnings::new(warnings_held),
+            restarts: ReportedRestarts::new(restarts_held),
+            started: jiff::Timestamp::now(),
+        }
+    }
+
+    /// Publishes a warning for each server of `object` whose memcached the kubelet restarted
+    /// since it was last reported (and since this replica started); `restarts` are the
+    /// object's servers with a restart, as the kubelet reports them now.
+    pub async fn restarted(&self, object: &Memcached, restarts: &[ServerRestart]) {
+        let new = self
+            .restarts
+            .new_since(&object.metadata, restarts, self.started);
+        for restart in new {
+            self.publish(
+                object,
+                Kind::Warning,
+                "ServerRestarted",
+                restart.note(),
+                None,
+            )
+            .await;
         }
     }
 
@@ -174,14 +296,17 @@ impl Events {
         self.warnings.clear(object);
     }
 
-    /// Forgets the last warning of a deleted object.
+    /// Forgets the last warning and the reported restarts of a deleted object.
     pub fn forget(&self, object: &ObjectMeta) {
         self.warnings.clear(object);
+        self.restarts.forget(object);
     }
 
-    /// Keeps the last warnings of the objects of `listed` (by uid key) only.
+    /// Keeps the last warnings and reported restarts of the objects of `listed` (by uid key)
+    /// only.
     pub fn retain(&self, listed: &HashSet<u64>) {
         self.warnings.retain(listed);
+        self.restarts.retain(listed);
     }
 
     async fn publish(
@@ -296,6 +421,52 @@ mod tests {
         assert!(last.is_new(&cache, "InvalidSpec", "apply Service: 500"));
         last.clear(&cache);
         assert!(last.is_new(&cache, "InvalidSpec", "apply Service: 500"));
+    }
+
+    fn restart(pod: &str, restarts: i32, finished: &str) -> ServerRestart {
+        ServerRestart {
+            pod: pod.into(),
+            restarts,
+            reason: "OOMKilled".into(),
+            exit_code: 137,
+            finished_at: finished.parse().ok(),
+        }
+    }
+
+    #[test]
+    fn a_restart_is_reported_once_and_only_if_it_ended_since_the_replica_started() {
+        let held = Gauge::default();
+        let reported = ReportedRestarts::new(held.clone());
+        let cache = object("cache");
+        let started: jiff::Timestamp = "2026-01-01T10:00:00Z".parse().expect("a time");
+        let before = restart("cache-0", 1, "2026-01-01T09:59:00Z");
+        assert_eq!(
+            reported.new_since(&cache, &[before], started),
+            vec![],
+            "before the start"
+        );
+        let first = restart("cache-0", 2, "2026-01-01T10:01:00Z");
+        assert_eq!(
+            reported.new_since(&cache, std::slice::from_ref(&first), started),
+            vec![first.clone()]
+        );
+        assert_eq!(
+            reported.new_since(&cache, std::slice::from_ref(&first), started),
+            vec![],
+            "once"
+        );
+        let other = restart("cache-1", 1, "2026-01-01T10:02:00Z");
+        assert_eq!(
+            reported.new_since(&cache, &[first.clone(), other.clone()], started),
+            vec![other]
+        );
+        assert_eq!(
+            first.note(),
+            "server cache-0: memcached ended (OOMKilled, exit code 137) and the kubelet restarted it (restart 2)"
+        );
+        assert_eq!(held.get(), 1);
+        reported.forget(&cache);
+        assert_eq!(held.get(), 0, "forgotten with its object");
     }
 
     #[test]

@@ -36,7 +36,12 @@ pub struct RecordLabels {
 }
 
 /// The per-object records the controller keeps.
-pub const RECORDS: [&str; 3] = ["backoff", "last_warning", "known_children"];
+pub const RECORDS: [&str; 4] = [
+    "backoff",
+    "last_warning",
+    "known_children",
+    "reported_restarts",
+];
 
 /// The controller's metrics.
 #[derive(Clone, Debug)]
@@ -110,7 +115,7 @@ impl Metrics {
         registry.register(
             "controller_records",
             "Per-object records the controller holds, by record: backoff, last_warning, \
-             known_children (all forgotten with their object)",
+             known_children, reported_restarts (all forgotten with their object)",
             metrics.records.clone(),
         );
         registry.register(

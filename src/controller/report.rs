@@ -65,6 +65,7 @@ pub async fn report(
             .is_some_and(|pod| status::serving(&pod))
         })
         .collect();
+    let restarts = server_restarts(run, &namespace, &name, desired::replicas(effective));
     let problem = match (invalid, &failure) {
         (Some(invalid), _) => Some(Problem::InvalidSpec(invalid)),
         (None, Some(error)) => Some(Problem::ReconcileFailed(error.to_string())),
@@ -93,6 +94,7 @@ pub async fn report(
     if let Some((reason, note, related)) = events::summarize(changes) {
         context.events.changed(object, reason, note, related).await;
     }
+    context.events.restarted(object, &restarts).await;
     if let Some(error) = failure.or(written.err()) {
         context
             .events
@@ -117,6 +119,39 @@ pub async fn report(
     }
     // Looked at again by the sweep (`RESYNC`), or sooner on a change.
     Ok(Action::await_change())
+}
+
+/// The servers (pods `name-0` to `name-{replicas - 1}`) whose memcached container the kubelet
+/// restarted, as the pods' cache holds them.
+fn server_restarts(
+    run: &Run,
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+) -> Vec<events::ServerRestart> {
+    (0..replicas)
+        .filter_map(|i| {
+            let pod = format!("{name}-{i}");
+            let cached = pod_of(&run.children.pods, namespace, &pod, name)?;
+            let container = cached
+                .status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .first()?;
+            let ended = container.last_state.as_ref()?.terminated.as_ref()?;
+            Some(events::ServerRestart {
+                pod,
+                restarts: container.restart_count,
+                reason: ended
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason given".into()),
+                exit_code: ended.exit_code,
+                finished_at: ended.finished_at.as_deref().and_then(|t| t.parse().ok()),
+            })
+        })
+        .collect()
 }
 
 /// Applies `status` to `object` (the cache's latest version), then waits for the cache to hold

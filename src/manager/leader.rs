@@ -7,12 +7,13 @@
 //! replica's own clock, measured from when it last saw the lease change, so clock skew
 //! between nodes does not matter. On shutdown the holder releases the lease at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 /// Timing of the election.
@@ -98,6 +99,17 @@ struct Observation {
     seen_at: Instant,
 }
 
+/// Why an attempt to acquire or renew failed.
+#[derive(Debug, thiserror::Error)]
+enum AttemptError {
+    /// The API server refused or failed the request.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// No answer came before the renew deadline.
+    #[error("no answer from the API server within {0:?}")]
+    TimedOut(Duration),
+}
+
 /// One replica's side of the election.
 pub struct Elector {
     api: Api<Lease>,
@@ -136,9 +148,24 @@ impl Elector {
         let mut waiting_for: Option<String> = None;
         loop {
             let is_leader = *leading.borrow();
-            match self.try_acquire_or_renew().await {
+            // An attempt never outlasts the renew deadline, as client-go's renew runs under a
+            // context that ends there: cut off from the API server, a request may hang for
+            // minutes (a dropped packet is retransmitted, not refused), and the holder must
+            // step down before the lease others wait out expires.
+            let limit = match last_renewal {
+                Some(renewed) if is_leader => {
+                    self.timing.renew_deadline.saturating_sub(renewed.elapsed())
+                }
+                _ => self.timing.renew_deadline,
+            };
+            let attempted = Instant::now();
+            let attempt = tokio::time::timeout(limit, self.try_acquire_or_renew())
+                .await
+                .unwrap_or(Err(AttemptError::TimedOut(limit)));
+            match attempt {
                 Ok(Attempt::Held) => {
-                    last_renewal = Some(Instant::now());
+                    // The renew time written is the attempt's start: count from it.
+                    last_renewal = Some(attempted);
                     waiting_for = None;
                     if !is_leader {
                         info!(identity = %self.identity, lease = %self.name, "became leader");
@@ -156,7 +183,7 @@ impl Elector {
                 }
                 Err(error) => {
                     let overdue =
-                        last_renewal.is_none_or(|t| t.elapsed() > self.timing.renew_deadline);
+                        last_renewal.is_none_or(|t| t.elapsed() >= self.timing.renew_deadline);
                     warn!(identity = %self.identity, %error, "could not acquire or renew the lease");
                     if is_leader && overdue {
                         warn!(identity = %self.identity, "renew deadline passed; stepping down");
@@ -180,7 +207,7 @@ impl Elector {
         }
     }
 
-    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, AttemptError> {
         let now = MicroTime(jiff::Timestamp::now());
         let duration_secs = self.timing.lease_seconds();
         let Some(mut lease) = self.api.get_opt(&self.name).await? else {
@@ -203,7 +230,7 @@ impl Elector {
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(
                     "a replica that created it first".into(),
                 )),
-                Err(error) => Err(error),
+                Err(error) => Err(error.into()),
             };
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -244,7 +271,7 @@ impl Elector {
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::HeldByOther(
                 "a replica that renewed it first".into(),
             )),
-            Err(error) => Err(error),
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -295,6 +322,9 @@ impl Elector {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     use super::*;
 
     fn timing(lease_ms: u64, renew_ms: u64, retry_ms: u64) -> Timing {
@@ -311,6 +341,68 @@ mod tests {
         assert_eq!(timing(1_500, 1_000, 100).lease_seconds(), 2);
         assert_eq!(timing(900, 500, 100).lease_seconds(), 1, "not 0");
         assert_eq!(timing(0, 0, 0).lease_seconds(), 1);
+    }
+
+    /// A fake API server: the Lease is missing and created, until `cut` is set; from then on
+    /// no request is ever answered, as for a replica whose packets are dropped.
+    fn api_cut_off_when(cut: Arc<AtomicBool>) -> Api<Lease> {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let cut = cut.load(Ordering::SeqCst);
+            async move {
+                if cut {
+                    std::future::pending::<()>().await;
+                }
+                let (status, body) = if request.method() == http::Method::GET {
+                    (
+                        404,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                        "status": "Failure", "reason": "NotFound", "code": 404}),
+                    )
+                } else {
+                    (
+                        201,
+                        serde_json::json!({"apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease", "metadata": {"name": "lease", "namespace": "ns"}}),
+                    )
+                };
+                let body = kube::client::Body::from(serde_json::to_vec(&body).unwrap_or_default());
+                http::Response::builder()
+                    .status(status)
+                    .body(body)
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        Api::namespaced(kube::Client::new(service, "ns"), "ns")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_holder_cut_off_from_the_api_server_steps_down_within_the_renew_deadline() {
+        let cut = Arc::new(AtomicBool::new(false));
+        let elector = Elector::new(
+            api_cut_off_when(cut.clone()),
+            "lease",
+            "me",
+            Timing::default(),
+        );
+        let (leading_sender, mut leading) = watch::channel(false);
+        let (_stop, stop) = watch::channel(false);
+        tokio::spawn(elector.run(leading_sender, stop));
+        leading.wait_for(|leads| *leads).await.expect("it leads");
+        let renewed = Instant::now();
+        cut.store(true, Ordering::SeqCst);
+        // Bounded by the lease: a holder still leading then leads beside its successor.
+        tokio::time::timeout(
+            Timing::default().lease_duration,
+            leading.wait_for(|leads| !*leads),
+        )
+        .await
+        .expect("it steps down before its lease expires")
+        .expect("the elector runs");
+        let stepped_down = renewed.elapsed();
+        assert!(
+            stepped_down <= Timing::default().renew_deadline,
+            "stepped down {stepped_down:?} after its last renewal, past the renew deadline"
+        );
     }
 
     #[test]

@@ -316,12 +316,57 @@ impl Gone for CachedPod {
     }
 }
 
-/// A pod's conditions, without their times, reasons and messages.
+/// A pod's conditions, without their times, reasons and messages, and what the kubelet says of
+/// its containers' restarts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Conditions {
     /// The conditions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// The containers' restarts (reduced to memcached's by `cache::reduce_pod`).
+    #[serde(
+        default,
+        rename = "containerStatuses",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub container_statuses: Option<Vec<ContainerRestarts>>,
+}
+
+/// How often a container was restarted, and how its last run ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRestarts {
+    /// The container.
+    pub name: String,
+    /// Restarts so far.
+    #[serde(default)]
+    pub restart_count: i32,
+    /// How the last run ended, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_state: Option<LastState>,
+}
+
+/// A container's last state: only its end is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LastState {
+    /// Its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminated: Option<Terminated>,
+}
+
+/// How a container's run ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Terminated {
+    /// `OOMKilled`, `Error`, `Completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its exit code (128 + the signal for a signal).
+    #[serde(default)]
+    pub exit_code: i32,
+    /// When it ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
 }
 
 /// One pod condition: its type and status.

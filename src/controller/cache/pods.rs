@@ -1,6 +1,7 @@
 //! Watches the pods of the operator's StatefulSets, keeping of each its name, namespace, the
 //! `app.kubernetes.io/instance` label (whose Memcached it is), its deletion timestamp and its
-//! Ready condition's status: all that `status.servers` needs.
+//! Ready condition's status (all that `status.servers` needs), and how often its memcached
+//! container was restarted and how it last ended (what a restart's Event says).
 
 use std::sync::Arc;
 
@@ -19,12 +20,21 @@ use crate::api::v1beta1::Memcached;
 /// The label naming the Memcached a pod serves.
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
-/// Reduces a Pod to its name, namespace, instance label, deletion timestamp and Ready status.
+/// The container of a memcached pod whose restarts are reported.
+pub const MEMCACHED_CONTAINER: &str = "memcached";
+
+/// Reduces a Pod to its name, namespace, instance label, deletion timestamp, Ready status and
+/// memcached container's restarts.
 pub fn reduce_pod(pod: &mut CachedPod) {
-    let ready = pod
-        .status
-        .take()
-        .and_then(|s| s.conditions?.into_iter().find(|c| c.type_ == "Ready"));
+    let status = pod.status.take().unwrap_or_default();
+    let ready = status
+        .conditions
+        .and_then(|conditions| conditions.into_iter().find(|c| c.type_ == "Ready"));
+    let restarts = status.container_statuses.and_then(|statuses| {
+        statuses
+            .into_iter()
+            .find(|c| c.name == MEMCACHED_CONTAINER && c.restart_count > 0)
+    });
     let instance = pod.metadata.labels.take().and_then(|mut labels| {
         let name = labels.remove(INSTANCE_LABEL)?;
         Some([(INSTANCE_LABEL.to_string(), name)].into())
@@ -36,13 +46,14 @@ pub fn reduce_pod(pod: &mut CachedPod) {
         deletion_timestamp: pod.metadata.deletion_timestamp.take(),
         ..ObjectMeta::default()
     };
-    pod.status = ready.map(|ready| Conditions {
-        conditions: Some(vec![ready]),
+    pod.status = (ready.is_some() || restarts.is_some()).then(|| Conditions {
+        conditions: ready.map(|ready| vec![ready]),
+        container_statuses: restarts.map(|restarts| vec![restarts]),
     });
 }
 
-/// The predicate of the pods' watch: a pod that appears, goes, or changes readiness or
-/// deletion wakes its Memcached.
+/// The predicate of the pods' watch: a pod that appears, goes, or changes readiness, deletion
+/// or memcached's restarts wakes its Memcached.
 pub fn kept(pod: &CachedPod) -> Option<u64> {
     let metadata = &pod.metadata;
     Some(hash64((

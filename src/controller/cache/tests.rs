@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::child::Child;
 use super::compact::{CachedBudget, CachedPod, CachedStatefulSet, hash64};
 use super::memcacheds::{LAST_APPLIED, STATUS, forget_write_history};
-use super::pods::{owner_of_pod, reduce_pod};
+use super::pods::{kept, owner_of_pod, reduce_pod};
 use crate::api::v1beta1::Memcached;
 use crate::operator;
 
@@ -224,4 +224,46 @@ fn a_cached_pod_is_its_name_instance_deletion_and_readiness() {
         owner_of_pod(&pod),
         Some(ObjectRef::new("cache").within("shop"))
     );
+}
+
+#[test]
+fn a_cached_pod_keeps_how_its_memcached_was_restarted_and_no_other_container() {
+    let status = |memcached_restarts: i32| {
+        json!({"phase": "Running",
+               "conditions": [{"type": "Ready", "status": "False"}],
+               "containerStatuses": [
+                   {"name": "exporter", "restartCount": 4, "ready": true,
+                    "state": {"running": {"startedAt": "2026-05-02T09:00:00Z"}},
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}},
+                   {"name": "memcached", "restartCount": memcached_restarts, "ready": false,
+                    "state": {"running": {"startedAt": "2026-05-02T09:14:09Z"}},
+                    "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
+                                                 "startedAt": "2026-05-02T09:00:00Z",
+                                                 "finishedAt": "2026-05-02T09:14:08Z"}}}]})
+    };
+    let mut pod: CachedPod = serde_json::from_value(json!({
+        "metadata": {"name": "cache-0", "namespace": "shop"},
+        "status": status(1),
+    }))
+    .expect("decodes");
+    reduce_pod(&mut pod);
+    assert_eq!(
+        serde_json::to_value(&pod.status).expect("encodes"),
+        json!({"conditions": [{"type": "Ready", "status": "False"}],
+               "containerStatuses": [{"name": "memcached", "restartCount": 1,
+                   "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
+                                                "finishedAt": "2026-05-02T09:14:08Z"}}}]})
+    );
+    // Never restarted: nothing kept but readiness, and its running state never wakes it.
+    let mut fresh: CachedPod = serde_json::from_value(json!({
+        "metadata": {"name": "cache-0", "namespace": "shop"},
+        "status": status(0),
+    }))
+    .expect("decodes");
+    reduce_pod(&mut fresh);
+    assert_eq!(
+        serde_json::to_value(&fresh.status).expect("encodes"),
+        json!({"conditions": [{"type": "Ready", "status": "False"}]})
+    );
+    assert_ne!(kept(&pod), kept(&fresh), "a restart wakes the Memcached");
 }

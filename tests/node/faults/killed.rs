@@ -74,19 +74,26 @@ pub async fn memcached_out_of_memory_is_restarted_and_the_operator_stays_up(env:
     let operator_before = super::restarts::operator_replicas(&env).await;
     let statuses = follow_status(&env, &namespace, "cache").await;
 
-    // A pod that fills the node's memory, a MiB at a time, into a memory-backed volume (its
-    // pages cannot be reclaimed). It is Guaranteed, so the kernel's choice of victim falls on
-    // the pods that asked least of what they use: memcached's.
+    // The node's memory full: its pods' cgroup limited to what they use now plus 64 MiB, and
+    // a pod that takes that and 100 MiB more in one allocation (dd's buffer, touched as it
+    // reads), beyond what the node could give back from its file cache. The pod is
+    // Guaranteed, so the kernel's choice of victim falls on the pod whose use most exceeds its
+    // request: memcached's, whose 200 MiB then leave room for the rest, and nothing else is
+    // killed.
+    let limit = NodeMemoryLimit::set_near_usage(Path::new(NODE_MEMORY), 64 << 20);
+    let take = (64 << 20) + limit.file_cache() + (100 << 20);
     let mut filler = busybox_pod(
         "filler",
-        "while :; do dd if=/dev/zero bs=1M count=1 >>/fill/zero 2>/dev/null; sleep 0.05; done",
+        &format!(
+            "dd if=/dev/zero of=/dev/null bs={}M count=1 && sleep 3600",
+            take >> 20
+        ),
         serde_json::json!({}),
         None,
     );
-    make_guaranteed_with_memory_volume(&mut filler);
+    make_guaranteed(&mut filler, take + (64 << 20));
     let pods: Api<k8s_openapi::api::core::v1::Pod> =
         Api::namespaced(env.client.clone(), &namespace);
-    let limit = NodeMemoryLimit::set_near_usage(Path::new(NODE_MEMORY), 64 << 20);
     let kills_before = limit.oom_kills();
     pods.create(&PostParams::default(), &filler)
         .await
@@ -105,11 +112,11 @@ pub async fn memcached_out_of_memory_is_restarted_and_the_operator_stays_up(env:
         }
     })
     .await;
-    drop(limit);
     let full_after = filled.elapsed();
     pods.delete("filler", &DeleteParams::default().grace_period(0))
         .await
         .expect("the filler pod deleted");
+    drop(limit);
 
     let after = ready_server(&env, &namespace, "cache", 1).await;
     let passed = wait_back_to_available(&statuses).await;
@@ -149,17 +156,12 @@ async fn fill(address: std::net::SocketAddr, mib: usize) {
     }
 }
 
-/// The pod runs with requests equal to limits (Guaranteed) and `/fill` as a memory-backed
-/// volume.
-fn make_guaranteed_with_memory_volume(pod: &mut k8s_openapi::api::core::v1::Pod) {
+/// The pod runs with requests equal to limits (Guaranteed), `memory` bytes of it.
+fn make_guaranteed(pod: &mut k8s_openapi::api::core::v1::Pod, memory: u64) {
     let mut value = serde_json::to_value(&*pod).expect("a pod as JSON");
-    let resources = serde_json::json!({"cpu": "10m", "memory": "2Gi"});
+    let resources = serde_json::json!({"cpu": "10m", "memory": memory.to_string()});
     value["spec"]["containers"][0]["resources"] =
         serde_json::json!({"requests": resources, "limits": resources});
-    value["spec"]["containers"][0]["volumeMounts"] =
-        serde_json::json!([{"name": "fill", "mountPath": "/fill"}]);
-    value["spec"]["volumes"] =
-        serde_json::json!([{"name": "fill", "emptyDir": {"medium": "Memory"}}]);
     *pod = serde_json::from_value(value).expect("a pod");
 }
 
@@ -195,6 +197,19 @@ impl NodeMemoryLimit {
             .ok()
             .and_then(|text| text.trim().parse().ok())
             .unwrap_or_default()
+    }
+
+    /// The file cache its pods hold (which the kernel reclaims before it kills).
+    fn file_cache(&self) -> u64 {
+        let stat = std::fs::read_to_string(self.dir.join("memory.stat")).unwrap_or_default();
+        stat.lines()
+            .filter_map(|line| {
+                let (name, value) = line.split_once(' ')?;
+                ["total_active_file", "total_inactive_file"]
+                    .contains(&name)
+                    .then(|| value.trim().parse::<u64>().ok())?
+            })
+            .sum()
     }
 
     /// The kernel's count of processes it killed for memory in this cgroup.
