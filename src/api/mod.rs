@@ -4,6 +4,7 @@
 //! The types here are plain data. Rules about them live in `admission` (defaulting and
 //! validation) and in `convert` (version conversion); this module only says what the API is.
 
+pub mod auth_file;
 pub mod cel;
 pub mod convert;
 pub mod memcached_flags;

@@ -12,6 +12,7 @@
 //! plane that cannot start fails every scenario with the reason; nothing is skipped.
 
 mod admission;
+mod auth_file;
 mod cluster;
 mod controller;
 mod drills;
@@ -33,6 +34,7 @@ fn main() {
         admission::a_v1alpha1_round_trip_through_v1beta1_loses_nothing,
         admission::a_server_side_dry_run_returns_the_defaulted_object_and_stores_nothing,
         admission::config_default_applies_with_a_server_side_dry_run,
+        auth_file::memcached_reads_auth_files_as_the_operator_says,
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,

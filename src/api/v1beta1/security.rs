@@ -17,7 +17,7 @@ pub const TLS_CA_KEY: &str = "ca.crt";
 /// The key of the authentication Secret that holds memcached's auth file.
 pub const AUTH_FILE_KEY: &str = "authfile";
 /// The most credentials memcached reads from its auth file.
-pub const MAX_AUTH_ENTRIES: usize = 8;
+pub const MAX_AUTH_ENTRIES: usize = crate::api::auth_file::MAX_ENTRIES;
 
 /// TLS on memcached's client port (`--enable-ssl`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
