@@ -17,6 +17,7 @@ use regex::Regex;
 
 use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
+use crate::api::memcached_suboptions::reserved_suboptions;
 use crate::api::sizes::{MIB, parse_item_size, parse_quantity, parse_quantity_millis};
 use crate::api::v1beta1::{
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SLAB_CHUNK_MAX_BYTES, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES,
@@ -468,6 +469,15 @@ fn check_extra_args(args: &[String], violations: &mut Vec<Violation>) {
             format!(
                 "{:?} sets {}, which the operator manages; set {} instead",
                 flag.arg, flag.option, flag.managed_by
+            ),
+        ));
+    }
+    for suboption in reserved_suboptions(args) {
+        violations.push(Violation::new(
+            format!("{FIELD}[{}]", suboption.index),
+            format!(
+                "sets memcached's -o {}, which extraArgs may not set: {}",
+                suboption.name, suboption.why
             ),
         ));
     }

@@ -8,6 +8,7 @@ pub mod auth_file;
 pub mod cel;
 pub mod convert;
 pub mod memcached_flags;
+pub mod memcached_suboptions;
 pub mod sizes;
 pub mod v1alpha1;
 pub mod v1beta1;

@@ -273,7 +273,7 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
     // shutdown, the warm restart, monitoring with a ServiceMonitor and the NetworkPolicy among
     // them.
     let richer = json!({"spec": {
-        "memcached": {"threads": 8, "extraArgs": ["-o", "modern"], "warmRestart": true},
+        "memcached": {"threads": 8, "extraArgs": ["-o", "hashpower=20"], "warmRestart": true},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "cache", "effect": "NoSchedule"}],
         "priorityClassName": "cache-high",
         "tls": {

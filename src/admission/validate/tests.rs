@@ -285,6 +285,56 @@ fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
             true,
         ),
         (
+            "sub-option ssl_verify_mode",
+            with(|s| config(s).extra_args = args(&["-o", "ssl_verify_mode=0"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-options ssl_ca_cert and ssl_verify_mode in one list",
+            with(|s| {
+                config(s).extra_args = args(&["-o", "ssl_ca_cert=/etc/passwd,ssl_verify_mode=0"])
+            }),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-option attached to -o in a bundle",
+            with(|s| config(s).extra_args = args(&["-Mossl_ciphers=NULL"])),
+            "spec.memcached.extraArgs[0]",
+            true,
+        ),
+        (
+            "sub-option ext_path",
+            with(|s| config(s).extra_args = args(&["--extended=ext_path=/tmp/items:1G"])),
+            "spec.memcached.extraArgs[0]",
+            true,
+        ),
+        (
+            "sub-option modern",
+            with(|s| config(s).extra_args = args(&["--ext", "hashpower=20,modern"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-option no_drop_privileges",
+            with(|s| config(s).extra_args = args(&["-o", "no_drop_privileges"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-option proxy_config",
+            with(|s| config(s).extra_args = args(&["-oproxy_config=/tmp/routes.lua"])),
+            "spec.memcached.extraArgs[0]",
+            true,
+        ),
+        (
+            "sub-option sock_cookie_id",
+            with(|s| config(s).extra_args = args(&["-o", "sock_cookie_id=1"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
             "bad image",
             with(|s| s.image = Some("Memcached:1.6".into())),
             "spec.image",
@@ -439,7 +489,14 @@ fn a_memory_limit_that_fits_exactly_is_admitted_by_both() {
 #[test]
 fn flags_the_operator_leaves_alone_are_admitted_by_both() {
     let object = with(|s| {
-        config(s).extra_args = args(&["-M", "-o", "modern", "--listen-backlog=2048", "-B", "ascii"])
+        config(s).extra_args = args(&[
+            "-M",
+            "-o",
+            "hashpower=20,slab_chunk_max=512",
+            "--listen-backlog=2048",
+            "-B",
+            "ascii",
+        ])
     });
     assert!(
         validate_create(&object).is_ok(),
@@ -447,6 +504,21 @@ fn flags_the_operator_leaves_alone_are_admitted_by_both() {
         validate_create(&object)
     );
     assert!(cel_admits(&object), "{:?}", object.validate_cel());
+}
+
+#[test]
+fn a_reserved_sub_option_is_refused_saying_why() {
+    let object = with(|s| config(s).extra_args = args(&["-o", "hashpower=20,ssl_verify_mode=0"]));
+    let message = validate_create(&object).map_err(|d| d.message);
+    assert_eq!(
+        message,
+        Err(
+            "spec.memcached.extraArgs[1]: sets memcached's -o ssl_verify_mode, which extraArgs \
+             may not set: TLS is spec.tls's: the operator sets the certificate, the key, the CA \
+             and the verification mode, and the other ssl_ options would weaken or undo them"
+                .to_string()
+        )
+    );
 }
 
 #[test]
