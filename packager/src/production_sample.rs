@@ -147,6 +147,7 @@ pub fn files() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memcached_operator::admission::AllowedIssuers;
     use memcached_operator::admission::validate::validate_create;
 
     #[test]
@@ -158,9 +159,9 @@ mod tests {
             example.validate_cel()
         );
         assert!(
-            validate_create(&example).is_ok(),
+            validate_create(&example, &AllowedIssuers::default()).is_ok(),
             "{:?}",
-            validate_create(&example)
+            validate_create(&example, &AllowedIssuers::default())
         );
     }
 

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use regex::Regex;
 
+use super::issuers::AllowedIssuers;
 use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
 use crate::api::memcached_suboptions::reserved_suboptions;
@@ -45,7 +46,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),
@@ -90,18 +91,23 @@ impl fmt::Display for Denial {
 
 impl std::error::Error for Denial {}
 
-/// Admits or refuses a new Memcached.
-pub fn validate_create(new: &Memcached) -> Result<Warnings, Denial> {
-    check_object(new)
+/// Admits or refuses a new Memcached; `issuers` are the issuers the cluster admin allows
+/// beyond an Issuer in the Memcached's own namespace.
+pub fn validate_create(new: &Memcached, issuers: &AllowedIssuers) -> Result<Warnings, Denial> {
+    check_object(new, issuers)
 }
 
 /// Admits or refuses a change to a Memcached. A change to an object that is being deleted is
 /// always admitted: blocking it would keep finalizers from being removed.
-pub fn validate_update(old: &Memcached, new: &Memcached) -> Result<Warnings, Denial> {
+pub fn validate_update(
+    old: &Memcached,
+    new: &Memcached,
+    issuers: &AllowedIssuers,
+) -> Result<Warnings, Denial> {
     if new.metadata.deletion_timestamp.is_some() || old.metadata.deletion_timestamp.is_some() {
         return Ok(Warnings::new());
     }
-    let mut warnings = check_object(new)?;
+    let mut warnings = check_object(new, issuers)?;
     let before = old.spec.replicas.unwrap_or(0);
     let after = new.spec.replicas.unwrap_or(0);
     if before - after > before / 2 {
@@ -136,7 +142,7 @@ pub fn validate_delete(old: &Memcached) -> Result<Warnings, Denial> {
 }
 
 /// Checks a whole object: its name, its metadata and its spec.
-fn check_object(object: &Memcached) -> Result<Warnings, Denial> {
+fn check_object(object: &Memcached, issuers: &AllowedIssuers) -> Result<Warnings, Denial> {
     let mut violations = Vec::new();
     let mut warnings = Warnings::new();
     check_name(&object.name_any(), &mut violations);
@@ -147,6 +153,7 @@ fn check_object(object: &Memcached) -> Result<Warnings, Denial> {
         ));
     }
     check_spec(&object.spec, &mut violations, &mut warnings);
+    issuers.check(&object.spec, &mut violations);
     if violations.is_empty() {
         Ok(warnings)
     } else {

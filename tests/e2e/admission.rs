@@ -129,8 +129,9 @@ fn webhook_only_invalid(namespace: &str) -> Vec<Memcached> {
 /// The message the validator gives for an object once the mutating webhook has defaulted it.
 fn validator_message(object: &Memcached) -> String {
     let mut defaulted = object.clone();
-    defaulted.spec = default_spec(&object.spec, &defaults());
-    validate_create(&defaulted)
+    let defaults = defaults();
+    defaulted.spec = default_spec(&object.spec, &defaults);
+    validate_create(&defaulted, &defaults.allowed_issuers)
         .expect_err("the case is invalid")
         .message
 }
@@ -278,7 +279,7 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
         "priorityClassName": "cache-high",
         "tls": {
             "secretName": "legacy-tls", "clientAuth": "Require", "plaintextPort": 11312,
-            "issuerRef": {"name": "legacy-ca", "kind": "ClusterIssuer"},
+            "issuerRef": {"name": "legacy-ca", "kind": "Issuer", "group": "cert-manager.io"},
         },
         "auth": {"secretName": "legacy-auth"},
         "gracefulShutdown": {"preStopDelaySeconds": 5, "terminationGracePeriodSeconds": 40},

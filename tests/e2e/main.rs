@@ -16,6 +16,7 @@ mod auth_file;
 mod cluster;
 mod controller;
 mod drills;
+mod issuers;
 mod metrics;
 mod network_policy;
 mod optional_children;
@@ -45,6 +46,7 @@ fn main() {
         controller::deleting_the_memcached_removes_its_children,
         controller::without_webhooks_an_invalid_spec_is_reported_and_changes_nothing,
         controller::the_controllers_caches_hold_no_write_history,
+        issuers::a_user_with_only_memcached_rights_is_refused_a_cluster_issuer,
         network_policy::a_network_policy_follows_the_sources_asked_for_and_goes_when_no_longer_asked_for,
         optional_children::certificates_and_service_monitors_are_written_where_their_apis_are_served,
         metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,

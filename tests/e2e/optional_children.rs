@@ -38,7 +38,7 @@ pub async fn certificates_and_service_monitors_are_written_where_their_apis_are_
             "tls": {
                 "secretName": "cache-tls",
                 "clientAuth": "Require",
-                "issuerRef": { "name": "cache-ca", "kind": "ClusterIssuer" },
+                "issuerRef": { "name": "cache-ca", "kind": "Issuer" },
             },
             "monitoring": {
                 "serviceMonitor": { "interval": "30s", "labels": { "release": "prometheus" } },
@@ -106,7 +106,7 @@ pub async fn certificates_and_service_monitors_are_written_where_their_apis_are_
     assert_eq!(spec["secretName"], "cache-tls");
     assert_eq!(
         spec["issuerRef"],
-        json!({ "name": "cache-ca", "kind": "ClusterIssuer", "group": "cert-manager.io" })
+        json!({ "name": "cache-ca", "kind": "Issuer", "group": "cert-manager.io" })
     );
     assert!(
         spec["dnsNames"]

@@ -11,6 +11,16 @@ use crate::admission::defaults::{Defaults, default_spec};
 use crate::api::v1beta1::{MemcachedConfig, PodDisruptionBudgetSpec, ServiceSpec};
 use crate::fixtures::memcached;
 
+/// [`super::validate_create`] under the default issuer policy.
+fn validate_create(new: &Memcached) -> Result<Warnings, Denial> {
+    super::validate_create(new, &AllowedIssuers::default())
+}
+
+/// [`super::validate_update`] under the default issuer policy.
+fn validate_update(old: &Memcached, new: &Memcached) -> Result<Warnings, Denial> {
+    super::validate_update(old, new, &AllowedIssuers::default())
+}
+
 /// A valid, fully defaulted object to break one field at a time.
 fn valid() -> Memcached {
     memcached(
@@ -519,6 +529,38 @@ fn a_reserved_sub_option_is_refused_saying_why() {
                 .to_string()
         )
     );
+}
+
+#[test]
+fn an_issuer_outside_the_namespace_is_refused_unless_the_cluster_admin_allows_it() {
+    use crate::api::v1beta1::{IssuerRef, TlsSpec};
+    let object = with(|s| {
+        s.tls = Some(TlsSpec {
+            secret_name: Some("cache-tls".into()),
+            issuer_ref: Some(IssuerRef {
+                name: "shared-ca".into(),
+                kind: Some("ClusterIssuer".into()),
+                group: None,
+            }),
+            ..TlsSpec::default()
+        });
+    });
+    let denial = validate_create(&object).expect_err("refused by default");
+    assert_eq!(denial.violations.len(), 1, "{denial}");
+    assert_eq!(denial.violations[0].field, "spec.tls.issuerRef");
+    assert!(
+        cel_admits(&object),
+        "the CRD cannot know the operator's setting"
+    );
+    let allowed: AllowedIssuers = "ClusterIssuer.cert-manager.io/shared-ca"
+        .parse()
+        .expect("a setting");
+    assert_eq!(super::validate_create(&object, &allowed), Ok(vec![]));
+    assert_eq!(
+        super::validate_update(&valid(), &object, &allowed),
+        Ok(vec![])
+    );
+    assert!(super::validate_update(&valid(), &object, &AllowedIssuers::default()).is_err());
 }
 
 #[test]

@@ -75,7 +75,7 @@ pub fn plan(
     if written.is_some() {
         effective.status = written;
     }
-    let children = match validate_create(&effective) {
+    let children = match validate_create(&effective, &defaults.allowed_issuers) {
         Ok(_) => Ok(DesiredChildren {
             statefulset: desired_statefulset(&effective, platform),
             service: desired_service(&effective),
