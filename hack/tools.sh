@@ -41,6 +41,8 @@
 #                 names, the local cluster's DNS
 #   memcached-exporter  memcached_exporter (github.com/prometheus/memcached_exporter), the
 #                 metrics sidecar of memcached pods; it goes into the memcached-exporter image
+#   promtool      Prometheus's promtool (github.com/prometheus/prometheus/cmd/promtool), which
+#                 checks the memcached alerting rules with `promtool test rules`
 #   memcached     Debian's memcached package, installed with apt-get (as root) when no
 #                 memcached is on PATH; not in the default set, since it goes into the
 #                 system rather than .tools/, and its version is Debian's, not a pin
@@ -61,7 +63,7 @@
 # Environment:
 #   GOCACHE, GOMODCACHE  used as given; otherwise .tools/go/cache and .tools/go/mod
 #   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
-#                        least the highest `go` line of the wrapper modules (1.26.3: opm, olm)
+#                        least the highest `go` line of the wrapper modules (1.26.7: promtool)
 #
 # The cargo tools are built from crates.io with `cargo install --locked` (the crate's own
 # Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
@@ -74,7 +76,7 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter promtool olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
 SYSTEM_TOOLS=(memcached node images)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
@@ -131,6 +133,7 @@ module_of() {
     coredns) echo github.com/coredns/coredns ;;
     grpc-health-probe) echo github.com/grpc-ecosystem/grpc-health-probe ;;
     memcached-exporter) echo github.com/prometheus/memcached_exporter ;;
+    promtool) echo github.com/prometheus/prometheus ;;
     olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     openshift-api) echo github.com/openshift/api ;;
     prometheus-operator) echo github.com/prometheus-operator/prometheus-operator ;;
@@ -206,7 +209,7 @@ is_installed() {
 
 setup_go() {
   [[ -z "${GO_READY:-}" ]] || return 0
-  command -v go >/dev/null || die "go is not on PATH (Go >= 1.26.3 is needed)"
+  command -v go >/dev/null || die "go is not on PATH (Go >= 1.26.7 is needed)"
   export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
   export GOCACHE="${GOCACHE:-$TOOLS/go/cache}"
   export GOMODCACHE="${GOMODCACHE:-$TOOLS/go/mod}"
@@ -453,6 +456,16 @@ build_memcached_exporter() {
     -o "$BIN/memcached_exporter" github.com/prometheus/memcached_exporter/cmd/memcached_exporter
 }
 
+build_promtool() {
+  local v
+  v="$(version_of promtool)"
+  log "building promtool $v (a few minutes on a cold cache)..."
+  check_requirements promtool
+  # The version its release stamps into `promtool --version` (v0.3MM.P is Prometheus 3.MM.P).
+  go_build promtool -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}" \
+    -o "$BIN/promtool" github.com/prometheus/prometheus/cmd/promtool
+}
+
 build_coredns() {
   local v
   v="$(version_of coredns)"
@@ -537,6 +550,7 @@ install_tool() {
     coredns) build_coredns ;;
     grpc-health-probe) build_grpc_health_probe ;;
     memcached-exporter) build_memcached_exporter ;;
+    promtool) build_promtool ;;
     olm) build_olm ;;
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;
