@@ -13,6 +13,7 @@
 
 mod admission;
 mod auth_file;
+mod ca_change;
 mod cluster;
 mod controller;
 mod drills;
@@ -36,6 +37,7 @@ fn main() {
         admission::a_server_side_dry_run_returns_the_defaulted_object_and_stores_nothing,
         admission::config_default_applies_with_a_server_side_dry_run,
         auth_file::memcached_reads_auth_files_as_the_operator_says,
+        ca_change::a_new_ca_is_trusted_before_certificates_it_signs_are_presented,
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,
