@@ -26,12 +26,13 @@ tools:
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet, kube-proxy, etcd, containerd, CoreDNS, kustomize, OLM (olm, catalog, cpb),
 # cert-manager (controller, cainjector; helm renders its CRDs), OpenShift's APIServer CRD, the
-# Prometheus Operator's ServiceMonitor CRD, opm and grpc_health_probe, memcached_exporter, and
+# Prometheus Operator's ServiceMonitor CRD, opm and grpc_health_probe, memcached_exporter,
+# Prometheus's promtool (the alerting rules' unit tests), and
 # Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools (buildah,
 # skopeo, registry).
 test-tools:
 	hack/tools.sh kube etcd containerd coredns kustomize olm helm cert-manager openshift-api prometheus-operator opm \
-	  grpc-health-probe memcached-exporter memcached node images
+	  grpc-health-probe memcached-exporter promtool memcached node images
 
 ## lint: rustfmt and clippy, warnings as errors, and the house rules (`make house`).
 lint: fmt-check clippy house
@@ -51,7 +52,8 @@ clippy:
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
 	  -- -D warnings
 
-## test-rust: unit and integration tests of every crate, then the end-to-end tests, which
+## test-rust: unit and integration tests of every crate, the alerting rules' unit tests with
+## Prometheus's promtool (tests/alerts), then the end-to-end tests, which
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
 ## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
@@ -64,6 +66,7 @@ LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on 
   hack/node.sh leftovers || { echo "the suite's clusters left the above behind"; exit 1; }
 test-rust: test-tools
 	$(CARGO) test --locked --workspace
+	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
 	$(CARGO) build --locked --workspace --bins
 	hack/background.sh start operator-binary hack/images.sh operator-binary
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
@@ -142,10 +145,10 @@ GENERATE := env -u SOURCE_DATE_EPOCH $(CARGO) run --quiet --locked -p memcached-
 
 .PHONY: generate bundle operator-binary images scorecard docker-build docker-push bundle-build bundle-push catalog-build \
 	catalog-push install uninstall deploy undeploy validate tool-operator-sdk tool-opm \
-	tool-kustomize tool-hadolint check-version
+	tool-kustomize tool-hadolint tool-promtool check-version
 
 # hack/tools.sh installs a pinned tool into .tools/bin (and returns at once when it is there).
-PACKAGING_TOOLS := operator-sdk opm kustomize hadolint
+PACKAGING_TOOLS := operator-sdk opm kustomize hadolint promtool
 $(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz cargo-deny): tool-%:
 	hack/tools.sh $*
 
@@ -238,10 +241,11 @@ undeploy: tool-kustomize
 ## registry's mirror (hack/images.sh builds the operator's first) and finds their platforms,
 ## labels and node affinity in agreement (the one warning it may give is that the default
 ## operand, memcached:1.6.39-alpine, cannot be pulled here: see docs/packaging.md,
-## Platforms), the catalog passes opm, config/default renders, and hadolint finds nothing in
-## the three Dockerfiles nor in those of the local cluster's images (hack/images/).
+## Platforms), the catalog passes opm, config/default renders, Prometheus's promtool parses
+## every query of the Grafana dashboard (config/grafana), and hadolint finds nothing in the
+## three Dockerfiles nor in those of the local cluster's images (hack/images/).
 OPERAND_IMAGE := docker.io/library/memcached:1.6.39-alpine
-validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
+validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint tool-promtool
 	@tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GENERATE) --output-dir "$$tmp" >/dev/null && \
 	  for d in bundle catalog config; do diff -r "$$tmp/$$d" "$$d" || exit 1; done && \
@@ -265,6 +269,7 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint
 	    "$(OPERAND_IMAGE) cannot be pulled here (no copy of it is built here)"
 	$(OPM) validate catalog
 	$(KUSTOMIZE) build config/default >/dev/null
+	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored the_dashboards_queries
 	$(HADOLINT) Dockerfile bundle.Dockerfile catalog.Dockerfile hack/images/*/Dockerfile
 # ==== end of OLM packaging ==============================================================
 

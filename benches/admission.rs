@@ -41,10 +41,13 @@ fn validation(c: &mut Criterion) {
     let old = object();
     let mut new = old.clone();
     new.spec.replicas = Some(5);
+    let issuers = defaults().allowed_issuers;
     let mut group = c.benchmark_group("validation");
-    group.bench_function("create", |b| b.iter(|| validate_create(black_box(&new))));
+    group.bench_function("create", |b| {
+        b.iter(|| validate_create(black_box(&new), &issuers))
+    });
     group.bench_function("update", |b| {
-        b.iter(|| validate_update(black_box(&old), black_box(&new)))
+        b.iter(|| validate_update(black_box(&old), black_box(&new), &issuers))
     });
     group.finish();
 }

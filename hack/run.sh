@@ -9,7 +9,9 @@
 # waits for a Succeeded CSV and the operator's webhooks), with cert-manager started first
 # (hack/cert-manager.sh) so that the operator finds its API. It then applies config/samples
 # and the production example config/samples/production (TLS issued by a cert-manager CA
-# issuer, credentials, metrics, a NetworkPolicy, warm restarts), waits until every Memcached is
+# issuer, credentials, metrics, a NetworkPolicy, warm restarts) after its credentials Secret,
+# made with a random password by the example's create-auth-secret.sh (the example ships
+# none), waits until every Memcached is
 # Available with its servers, prints how to reach one by its DNS name from inside the cluster
 # and how to read the production servers' metrics, and follows the operator's logs until
 # Ctrl-C, which stops everything it started (the logs under the state directory's logs/ stay).
@@ -78,6 +80,7 @@ namespace="$(value NAMESPACE)"
 csv_done="$(since)"
 
 kubectl apply -k "$ROOT/config/samples"
+KUBECTL="$KUBECTL" sh "$ROOT/config/samples/production/create-auth-secret.sh" >&2
 kubectl apply -k "$ROOT/config/samples/production"
 
 wait_until "every Memcached to be Available with its servers (memcached pods on the node)" \
@@ -106,6 +109,8 @@ $(sed 's/^/  /' <<<"$servers")
 memcached's stats from inside the cluster, by a server's name:
   .tools/bin/kubectl run mc-client -n $first_namespace --rm -i --restart=Never --image=$client_image -- \\
     sh -c 'printf "stats\\r\\nquit\\r\\n" | nc -w 5 ${first_server%:*} ${first_server##*:}'
+The production example's password, made at random by config/samples/production/create-auth-secret.sh:
+  .tools/bin/kubectl get secret memcached-production-auth -o jsonpath='{.data.authfile}' | base64 -d
 The production example's metrics (memcached_exporter beside each TLS, authenticated server):
   .tools/bin/kubectl run mc-metrics -n $first_namespace --rm -i --restart=Never --image=$client_image -- \\
     sh -c 'printf "GET /metrics HTTP/1.0\\r\\n\\r\\n" | nc -w 5 ${production%:*} 9150 | grep -E "^memcached_(up|current_items|version)"'

@@ -41,6 +41,8 @@
 #                 names, the local cluster's DNS
 #   memcached-exporter  memcached_exporter (github.com/prometheus/memcached_exporter), the
 #                 metrics sidecar of memcached pods; it goes into the memcached-exporter image
+#   promtool      Prometheus's promtool (github.com/prometheus/prometheus/cmd/promtool), which
+#                 checks the memcached alerting rules with `promtool test rules`
 #   memcached     Debian's memcached package, installed with apt-get (as root) when no
 #                 memcached is on PATH; not in the default set, since it goes into the
 #                 system rather than .tools/, and its version is Debian's, not a pin
@@ -63,7 +65,7 @@
 # Environment:
 #   GOCACHE, GOMODCACHE  used as given; otherwise .tools/go/cache and .tools/go/mod
 #   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
-#                        least the highest `go` line of the wrapper modules (1.26.3: opm, olm)
+#                        least the highest `go` line of the wrapper modules (1.26.7: promtool)
 #
 # The cargo tools are built from crates.io with `cargo install --locked` (the crate's own
 # Cargo.lock) by the cargo on PATH; CARGO_HOME is used as given.
@@ -76,7 +78,7 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter promtool olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
 # Tools that are only installed when named.
 SYSTEM_TOOLS=(memcached node images load)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
@@ -133,6 +135,7 @@ module_of() {
     coredns) echo github.com/coredns/coredns ;;
     grpc-health-probe) echo github.com/grpc-ecosystem/grpc-health-probe ;;
     memcached-exporter) echo github.com/prometheus/memcached_exporter ;;
+    promtool) echo github.com/prometheus/prometheus ;;
     olm) echo github.com/operator-framework/operator-lifecycle-manager ;;
     openshift-api) echo github.com/openshift/api ;;
     prometheus-operator) echo github.com/prometheus-operator/prometheus-operator ;;
@@ -227,6 +230,7 @@ install_tool() {
     coredns) build_coredns ;;
     grpc-health-probe) build_grpc_health_probe ;;
     memcached-exporter) build_memcached_exporter ;;
+    promtool) build_promtool ;;
     olm) build_olm ;;
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;

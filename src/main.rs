@@ -228,6 +228,37 @@ mod tests {
     }
 
     #[test]
+    fn allowed_issuers_are_parsed_and_a_malformed_list_is_refused_naming_the_flag() {
+        let cli = Cli::try_parse_from([
+            "memcached-operator",
+            "run",
+            "--allowed-issuers",
+            "ClusterIssuer.cert-manager.io/internal-ca",
+        ])
+        .expect("parses");
+        let Command::Run(args) = cli.command else {
+            panic!("expected run");
+        };
+        let allowed = args.serving.server.defaults().allowed_issuers;
+        assert_eq!(
+            allowed.to_string(),
+            "ClusterIssuer.cert-manager.io/internal-ca"
+        );
+        let refused = Cli::try_parse_from([
+            "memcached-operator",
+            "webhooks",
+            "--allowed-issuers=ClusterIssuer",
+        ])
+        .map(|_| ())
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            refused.contains("--allowed-issuers") && refused.contains("names no API group"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn metrics_secure_false_turns_plain_http_on() {
         let cli = Cli::try_parse_from(["memcached-operator", "webhooks", "--metrics-secure=false"])
             .expect("parses");

@@ -6,7 +6,7 @@
 
 setup_go() {
   [[ -z "${GO_READY:-}" ]] || return 0
-  command -v go >/dev/null || die "go is not on PATH (Go >= 1.26.3 is needed)"
+  command -v go >/dev/null || die "go is not on PATH (Go >= 1.26.7 is needed)"
   export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
   export GOCACHE="${GOCACHE:-$TOOLS/go/cache}"
   export GOMODCACHE="${GOMODCACHE:-$TOOLS/go/mod}"
@@ -253,6 +253,16 @@ build_memcached_exporter() {
   # The version its release stamps into memcached_exporter_build_info.
   go_build memcached-exporter -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
     -o "$BIN/memcached_exporter" github.com/prometheus/memcached_exporter/cmd/memcached_exporter
+}
+
+build_promtool() {
+  local v
+  v="$(version_of promtool)"
+  log "building promtool $v (a few minutes on a cold cache)..."
+  check_requirements promtool
+  # The version its release stamps into `promtool --version` (v0.3MM.P is Prometheus 3.MM.P).
+  go_build promtool -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}" \
+    -o "$BIN/promtool" github.com/prometheus/prometheus/cmd/promtool
 }
 
 build_coredns() {

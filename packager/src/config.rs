@@ -535,6 +535,13 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
     for (name, object) in &production {
         files.yaml(&format!("config/samples/production/{name}"), object)?;
     }
+    files.text(
+        &format!(
+            "config/samples/production/{}",
+            production_sample::AUTH_SECRET_SCRIPT
+        ),
+        production_sample::auth_secret_script(),
+    )?;
     let production_refs: Vec<&str> = production.iter().map(|(name, _)| *name).collect();
     files.yaml(
         "config/samples/production/kustomization.yaml",

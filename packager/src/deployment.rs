@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::release;
+use memcached_operator::admission::issuers::ALLOWED_ISSUERS_ENV;
 use memcached_operator::controller::desired::children::prefer_distinct_nodes;
 use memcached_operator::operator;
 
@@ -129,6 +130,14 @@ pub fn container(image: &str) -> Container {
             EnvVar {
                 name: operator::RELATED_IMAGE_EXPORTER_ENV.to_string(),
                 value: Some(operator::DEFAULT_EXPORTER_IMAGE.to_string()),
+                ..EnvVar::default()
+            },
+            // Which issuers a Memcached may name beyond an Issuer in its own namespace: none
+            // until a cluster admin says otherwise, here or through the Subscription's
+            // spec.config.env, whose variables replace the CSV's of the same name.
+            EnvVar {
+                name: ALLOWED_ISSUERS_ENV.to_string(),
+                value: Some(String::new()),
                 ..EnvVar::default()
             },
             EnvVar {

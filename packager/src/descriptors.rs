@@ -221,7 +221,7 @@ pub fn v1beta1() -> CrdDescription {
         descriptor(
             "tls.issuerRef",
             "cert-manager issuer",
-            "A cert-manager Issuer or ClusterIssuer that issues the certificate into the Secret.",
+            "A cert-manager Issuer of this namespace (or an issuer the cluster admin allows) that issues the certificate into the Secret.",
             &[ADVANCED],
         ),
         descriptor(

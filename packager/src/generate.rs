@@ -14,7 +14,7 @@ use super::bundle::{self, Options};
 use super::csv::ClusterServiceVersion;
 use super::files::{Files, FilesError};
 use super::rules::{self, CrdFacts, Routes, Violation};
-use super::{catalog, config};
+use super::{catalog, config, dashboard};
 use memcached_operator::{api, webhook};
 
 /// Why nothing was generated.
@@ -76,6 +76,7 @@ impl Plan {
         let mut files = bundle::files(&self.csv, &self.crd)?;
         files.extend(catalog::files(&self.csv, &self.options.bundle_image)?)?;
         files.extend(config::files(&self.crd, &self.options.image)?)?;
+        files.extend(dashboard::files()?)?;
         Ok(files)
     }
 

@@ -14,6 +14,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod csv;
+pub mod dashboard;
 pub mod deployment;
 pub mod descriptors;
 pub mod files;

@@ -4,7 +4,9 @@
 //! client credentials from a Secret, memcached_exporter's metrics, a NetworkPolicy, a graceful
 //! shutdown and warm restarts. It needs cert-manager; `make run` starts it before the operator.
 //!
-//! The Secret's password is an example: replace it before use.
+//! The credentials Secret is not part of it, so that no password is ever shipped and served:
+//! [`auth_secret_script`] (`config/samples/production/create-auth-secret.sh`, which `make run`
+//! runs) makes one with a random password, and until it exists the servers wait for it.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +26,31 @@ pub const AUTH_SECRET: &str = "memcached-production-auth";
 pub const TLS_SECRET: &str = "memcached-production-tls";
 /// The label of the pods allowed to connect.
 pub const CLIENT_LABEL: &str = "memcached-production-client";
+/// Where the script that makes the credentials Secret is written.
+pub const AUTH_SECRET_SCRIPT: &str = "create-auth-secret.sh";
+
+/// A POSIX shell script that creates the credentials Secret in the current namespace unless it
+/// exists, with a random password: one line `app:<48 hex digits>` and its newline, as
+/// memcached's auth file wants it (`KUBECTL` names the kubectl to run).
+pub fn auth_secret_script() -> String {
+    let key = v1beta1::AUTH_FILE_KEY;
+    format!(
+        "#!/bin/sh\n\
+         # Creates the Secret {AUTH_SECRET}, whose {key} key memcached-production's servers\n\
+         # read their credentials from, with a random password, unless it exists. The example\n\
+         # ships no password. Read it back with:\n\
+         #   kubectl get secret {AUTH_SECRET} -o jsonpath='{{.data.{key}}}' | base64 -d\n\
+         # Written by memcached-packager generate.\n\
+         set -eu\n\
+         kubectl=\"${{KUBECTL:-kubectl}}\"\n\
+         if \"$kubectl\" get secret {AUTH_SECRET} >/dev/null 2>&1; then\n\
+         \x20 echo \"secret/{AUTH_SECRET} exists: kept\"\n\
+         \x20 exit 0\n\
+         fi\n\
+         printf 'app:%s\\n' \"$(openssl rand -hex 24)\" |\n\
+         \x20 \"$kubectl\" create secret generic {AUTH_SECRET} --from-file={key}=/dev/stdin\n"
+    )
+}
 
 /// The example Memcached.
 pub fn memcached() -> v1beta1::Memcached {
@@ -125,21 +152,6 @@ pub fn files() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
             "ca_issuer.yaml",
             issuer(CA_ISSUER, json!({ "ca": { "secretName": CA_ISSUER } })),
         ),
-        (
-            "auth_secret.yaml",
-            json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": AUTH_SECRET,
-                    "annotations": {
-                        "cache.f2367556.dev/example": "replace this password before use",
-                    },
-                },
-                "type": "Opaque",
-                "stringData": { v1beta1::AUTH_FILE_KEY: "app:example-password-replace-me\n" },
-            }),
-        ),
         ("memcached.yaml", serde_json::to_value(memcached())?),
     ])
 }
@@ -147,6 +159,7 @@ pub fn files() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memcached_operator::admission::AllowedIssuers;
     use memcached_operator::admission::validate::validate_create;
 
     #[test]
@@ -158,9 +171,9 @@ mod tests {
             example.validate_cel()
         );
         assert!(
-            validate_create(&example).is_ok(),
+            validate_create(&example, &AllowedIssuers::default()).is_ok(),
             "{:?}",
-            validate_create(&example)
+            validate_create(&example, &AllowedIssuers::default())
         );
     }
 
@@ -179,6 +192,25 @@ mod tests {
                     .expect("an issuer")
             )
         );
-        assert!(names.contains(&spec["auth"]["secretName"].as_str().expect("a Secret")));
+        assert_eq!(spec["auth"]["secretName"], AUTH_SECRET);
+    }
+
+    #[test]
+    fn no_password_is_shipped_and_the_command_that_makes_one_names_the_secret() {
+        let files = files().expect("serializes");
+        assert!(
+            files.iter().all(|(_, object)| object["kind"] != "Secret"),
+            "the example ships no Secret"
+        );
+        let script = auth_secret_script();
+        assert!(script.starts_with("#!/bin/sh\n"), "{script}");
+        assert!(
+            script.contains(&format!(
+                "create secret generic {AUTH_SECRET} --from-file={}=/dev/stdin",
+                v1beta1::AUTH_FILE_KEY
+            )),
+            "{script}"
+        );
+        assert!(script.contains("openssl rand -hex 24"), "{script}");
     }
 }

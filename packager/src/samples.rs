@@ -79,6 +79,7 @@ pub fn all() -> Result<Vec<(&'static str, Value)>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memcached_operator::admission::AllowedIssuers;
     use memcached_operator::admission::validate::validate_create;
     use memcached_operator::api::convert;
 
@@ -91,9 +92,9 @@ mod tests {
             example.validate_cel()
         );
         assert!(
-            validate_create(&example).is_ok(),
+            validate_create(&example, &AllowedIssuers::default()).is_ok(),
             "{:?}",
-            validate_create(&example)
+            validate_create(&example, &AllowedIssuers::default())
         );
     }
 
@@ -101,7 +102,11 @@ mod tests {
     fn the_v1alpha1_example_converts_to_a_valid_v1beta1_object() {
         let hub = convert::to_v1beta1(&v1alpha1()).expect("converts");
         assert!(hub.validate_cel().is_ok(), "{:?}", hub.validate_cel());
-        assert!(validate_create(&hub).is_ok(), "{:?}", validate_create(&hub));
+        assert!(
+            validate_create(&hub, &AllowedIssuers::default()).is_ok(),
+            "{:?}",
+            validate_create(&hub, &AllowedIssuers::default())
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::issuers::AllowedIssuers;
 use crate::api::v1beta1::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_MAX_UNAVAILABLE,
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_REPLICAS,
@@ -27,7 +28,9 @@ pub const MIN_HEADROOM_MB: i64 = 32;
 /// The CPU a memcached container requests when resources are derived.
 pub const DEFAULT_CPU_REQUEST: &str = "100m";
 
-/// What defaulting needs from outside the object: read once at start-up.
+/// What admission needs from outside the object, read once at start-up: the images
+/// defaulting fills in, and the issuers the cluster admin allows beyond an Issuer in a
+/// Memcached's own namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Defaults {
     /// The memcached image for specs that name none.
@@ -37,12 +40,16 @@ pub struct Defaults {
     pub refresher_image: String,
     /// The memcached_exporter image for monitoring specs that name none.
     pub exporter_image: String,
+    /// The issuers `spec.tls.issuerRef` may name beyond an Issuer in the Memcached's own
+    /// namespace (`--allowed-issuers`, `ALLOWED_ISSUERS`).
+    pub allowed_issuers: AllowedIssuers,
 }
 
 impl Defaults {
     /// Reads `RELATED_IMAGE_MEMCACHED`, `RELATED_IMAGE_CERT_REFRESHER` and
     /// `RELATED_IMAGE_MEMCACHED_EXPORTER`; falls back to the pinned memcached 1.6 image, to the
-    /// operator's own image and to the pinned exporter when one is unset or blank.
+    /// operator's own image and to the pinned exporter when one is unset or blank. The issuers
+    /// allowed are the default's until [`Defaults::with_allowed_issuers`] says otherwise.
     pub fn from_env() -> Self {
         let mut defaults = Self::with_related_image(std::env::var(RELATED_IMAGE_ENV).ok());
         if let Some(image) = non_blank(std::env::var(RELATED_IMAGE_REFRESHER_ENV).ok()) {
@@ -54,6 +61,14 @@ impl Defaults {
         defaults
     }
 
+    /// These defaults with `allowed` as the issuers allowed.
+    pub fn with_allowed_issuers(self, allowed: AllowedIssuers) -> Self {
+        Self {
+            allowed_issuers: allowed,
+            ..self
+        }
+    }
+
     /// Uses the given related image, or the pinned one when it is absent or blank.
     pub fn with_related_image(related_image: Option<String>) -> Self {
         let image = non_blank(related_image).unwrap_or_else(|| DEFAULT_MEMCACHED_IMAGE.to_string());
@@ -61,6 +76,7 @@ impl Defaults {
             image,
             refresher_image: operator::own_image(),
             exporter_image: DEFAULT_EXPORTER_IMAGE.to_string(),
+            allowed_issuers: AllowedIssuers::default(),
         }
     }
 }

@@ -5,9 +5,11 @@
 //! Memcached is held to the same rules whether or not the webhooks are installed.
 
 pub mod defaults;
+pub mod issuers;
 pub mod validate;
 
 pub use defaults::{Defaults, default_spec};
+pub use issuers::AllowedIssuers;
 pub use validate::{
     Denial, Violation, Warnings, validate_create, validate_delete, validate_update,
 };

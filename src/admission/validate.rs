@@ -10,8 +10,10 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use super::issuers::AllowedIssuers;
 use crate::api::convert::STASH_ANNOTATION;
 use crate::api::memcached_flags::managed_flags;
+use crate::api::memcached_suboptions::reserved_suboptions;
 use crate::api::sizes::{MIB, parse_item_size, parse_quantity, parse_quantity_millis};
 use crate::api::v1beta1::{
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SLAB_CHUNK_MAX_BYTES, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES,
@@ -32,17 +34,21 @@ pub use self::violation::{Denial, Violation, Warnings};
 pub const MAX_NAME_LENGTH: usize = 52;
 
 /// Admits or refuses a new Memcached.
-pub fn validate_create(new: &Memcached) -> Result<Warnings, Denial> {
-    check_object(new)
+pub fn validate_create(new: &Memcached, issuers: &AllowedIssuers) -> Result<Warnings, Denial> {
+    check_object(new, issuers)
 }
 
 /// Admits or refuses a change to a Memcached. A change to an object that is being deleted is
 /// always admitted: blocking it would keep finalizers from being removed.
-pub fn validate_update(old: &Memcached, new: &Memcached) -> Result<Warnings, Denial> {
+pub fn validate_update(
+    old: &Memcached,
+    new: &Memcached,
+    issuers: &AllowedIssuers,
+) -> Result<Warnings, Denial> {
     if new.metadata.deletion_timestamp.is_some() || old.metadata.deletion_timestamp.is_some() {
         return Ok(Warnings::new());
     }
-    let mut warnings = check_object(new)?;
+    let mut warnings = check_object(new, issuers)?;
     let before = old.spec.replicas.unwrap_or(0);
     let after = new.spec.replicas.unwrap_or(0);
     if before - after > before / 2 {
@@ -77,7 +83,7 @@ pub fn validate_delete(old: &Memcached) -> Result<Warnings, Denial> {
 }
 
 /// Checks a whole object: its name, its metadata and its spec.
-fn check_object(object: &Memcached) -> Result<Warnings, Denial> {
+fn check_object(object: &Memcached, issuers: &AllowedIssuers) -> Result<Warnings, Denial> {
     let mut violations = Vec::new();
     let mut warnings = Warnings::new();
     check_name(&object.name_any(), &mut violations);
@@ -88,6 +94,7 @@ fn check_object(object: &Memcached) -> Result<Warnings, Denial> {
         ));
     }
     check_spec(&object.spec, &mut violations, &mut warnings);
+    issuers.check(&object.spec, &mut violations);
     if violations.is_empty() {
         Ok(warnings)
     } else {
@@ -289,6 +296,15 @@ fn check_extra_args(args: &[String], violations: &mut Vec<Violation>) {
             format!(
                 "{:?} sets {}, which the operator manages; set {} instead",
                 flag.arg, flag.option, flag.managed_by
+            ),
+        ));
+    }
+    for suboption in reserved_suboptions(args) {
+        violations.push(Violation::new(
+            format!("{FIELD}[{}]", suboption.index),
+            format!(
+                "sets memcached's -o {}, which extraArgs may not set: {}",
+                suboption.name, suboption.why
             ),
         ));
     }

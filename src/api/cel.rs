@@ -11,6 +11,7 @@
 use kube::core::{Message, Reason, Rule};
 
 use super::memcached_flags::managed_flag_pattern;
+use super::memcached_suboptions::reserved_suboption_pattern;
 use super::v1beta1::limits::{
     DEFAULT_MEMORY_LIMIT_MB, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_SLAB_CHUNK_MAX_BYTES,
     DEFAULT_TERMINATION_GRACE_SECONDS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
@@ -110,6 +111,19 @@ pub fn no_managed_flags() -> Rule {
             "spec.memcached.extraArgs may not set flags the operator manages (memory, \
              connections, threads, ports, listen address, item size, verbosity, TLS, auth file, \
              memory file); use the matching spec field instead",
+        )
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// On `spec.memcached.extraArgs`: no argument sets a `-o` sub-option the operator keeps for
+/// itself.
+pub fn no_reserved_suboptions() -> Rule {
+    let pattern = reserved_suboption_pattern();
+    Rule::new(format!("self.all(arg, !arg.matches('{pattern}'))"))
+        .message(
+            "spec.memcached.extraArgs may not set memcached -o sub-options that the operator \
+             sets or that would weaken the spec: ssl_* (use spec.tls), ext_*, no_*, proxy_*, \
+             modern, relaxed_privileges, sock_cookie_id",
         )
         .reason(Reason::FieldValueForbidden)
 }

@@ -4,9 +4,11 @@
 //! The types here are plain data. Rules about them live in `admission` (defaulting and
 //! validation) and in `convert` (version conversion); this module only says what the API is.
 
+pub mod auth_file;
 pub mod cel;
 pub mod convert;
 pub mod memcached_flags;
+pub mod memcached_suboptions;
 pub mod sizes;
 pub mod v1alpha1;
 pub mod v1beta1;

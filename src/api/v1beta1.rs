@@ -205,10 +205,13 @@ pub struct MemcachedConfig {
 
     /// Further memcached flags, appended after the ones the operator sets. Flags the operator
     /// manages (memory, connections, threads, ports, listen address, item size, verbosity,
-    /// TLS, auth file, memory file) are refused in every spelling memcached accepts.
+    /// TLS, auth file, memory file) are refused in every spelling memcached accepts, and so
+    /// are the `-o` sub-options it sets or that would weaken the spec (`ssl_*`, `ext_*`,
+    /// `no_*`, `proxy_*`, `modern`, `relaxed_privileges`, `sock_cookie_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(max = 256)))]
     #[x_kube(validation = cel::no_managed_flags())]
+    #[x_kube(validation = cel::no_reserved_suboptions())]
     pub extra_args: Option<Vec<String>>,
 }
 

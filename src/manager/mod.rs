@@ -26,7 +26,6 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tracing::info;
 
-use crate::admission::Defaults;
 use crate::controller::{self, context::Context};
 use crate::listener::ServerError;
 use crate::tls::profile::cluster::{self, SettingsWatch};
@@ -402,7 +401,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     );
     let mut context = Context::new(
         controller_client,
-        Defaults::from_env(),
+        args.serving.server.defaults(),
         platform,
         controller_metrics,
     );

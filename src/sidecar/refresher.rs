@@ -7,17 +7,24 @@
 //! server presents on its client port, it sends `refresh_certs` over TLS to the server on the
 //! pod's loopback (authenticating with the auth file's first credentials when there is one,
 //! and presenting the files' certificate when the server asks for a client certificate), then
-//! checks that the server now presents the file's certificate. It reads only files mounted
-//! into the pod and talks only to its own pod's server: it needs no Kubernetes API access.
+//! checks that the server now presents the file's certificate. `refresh_certs` also has
+//! memcached read `ca.crt` again (adding its CAs to those it trusts), so a change of `ca.crt`
+//! alone, with the same certificate, is sent too: that is how a new CA comes to be trusted
+//! before certificates signed by it are presented. Which `ca.crt` the server read when it
+//! started cannot be told from outside, so the first time the server answers with the file's
+//! certificate it is sent `refresh_certs` once, and `ca.crt` is compared from then on. It reads only files mounted into the pod
+//! and talks only to its own pod's server: it needs no Kubernetes API access.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
 use clap::Args;
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
+use crate::api::v1beta1::TLS_CA_KEY;
 use crate::tls::certs::ServingCert;
 
 use super::session::{Files, SessionError, presented_certificate, refresh};
@@ -70,6 +77,9 @@ pub async fn run(
     info!(cert_dir = %args.cert_dir.display(), port = args.port, "watching the certificate files");
     // The serial the server was last seen presenting; None until it answered once.
     let mut served: Option<String> = None;
+    // The `ca.crt` the server is known to have read: as it was when the server was last
+    // refreshed; None until then.
+    let mut ca_loaded: Option<CaDigest> = None;
     loop {
         tokio::select! {
             () = &mut shutdown => return Ok(()),
@@ -82,11 +92,34 @@ pub async fn run(
                 continue;
             }
         };
+        let ca_now = ca_digest(&args.cert_dir).await;
         if served.as_deref() == Some(on_disk.serial.as_str()) {
+            if ca_loaded != Some(ca_now) {
+                if ca_loaded.is_some() {
+                    info!("ca.crt changed; sending refresh_certs so that the server reads it");
+                } else {
+                    debug!("sending refresh_certs once, so that the server has read this ca.crt");
+                }
+                match refresh(&files, &on_disk).await {
+                    Ok(()) => {
+                        if ca_loaded.is_some() {
+                            info!("the server has read the changed ca.crt");
+                        }
+                        ca_loaded = Some(ca_now);
+                    }
+                    Err(error) => warn!(%error, "the server has not read ca.crt yet"),
+                }
+            }
             continue;
         }
         match step(&files, &on_disk, served.is_some()).await {
-            Ok(now) => served = Some(now),
+            Ok((now, refreshed)) => {
+                // A refresh has the server read this ca.crt too.
+                if refreshed {
+                    ca_loaded = Some(ca_now);
+                }
+                served = Some(now);
+            }
             // Beside a server still starting (the sidecar starts first): not worth a warning.
             Err(error @ SessionError::Connection { .. }) if served.is_none() => {
                 debug!(%error, "the server does not answer yet");
@@ -98,20 +131,30 @@ pub async fn run(
     }
 }
 
+/// A digest of `ca.crt` (all zeros when it is absent or unreadable).
+type CaDigest = [u8; 32];
+
+async fn ca_digest(cert_dir: &Path) -> CaDigest {
+    match tokio::fs::read(cert_dir.join(TLS_CA_KEY)).await {
+        Ok(content) => Sha256::digest(&content).into(),
+        Err(_) => [0; 32],
+    }
+}
+
 /// Brings the server to `on_disk`, the files' certificate, if it presents another one; returns
-/// the serial it presents afterwards.
+/// the serial it presents afterwards, and whether it was sent `refresh_certs`.
 async fn step(
     files: &Files,
     on_disk: &ServingCert,
     seen_before: bool,
-) -> Result<String, SessionError> {
+) -> Result<(String, bool), SessionError> {
     let file_serial = on_disk.serial.as_str();
     let presented = presented_certificate(files, on_disk).await?;
     if presented == file_serial {
         if !seen_before {
             info!(serial = %presented, "the server presents the certificate file's certificate");
         }
-        return Ok(presented);
+        return Ok((presented, false));
     }
     info!(served = %presented, file = %file_serial, "the certificate file changed; sending refresh_certs");
     refresh(files, on_disk).await?;
@@ -121,12 +164,25 @@ async fn step(
     } else {
         warn!(served = %now, file = %file_serial, "after refresh_certs the server still presents another certificate");
     }
-    Ok(now)
+    Ok((now, true))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_ca_files_digest_changes_with_its_content_and_tells_an_absent_one() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let absent = ca_digest(dir.path()).await;
+        assert_eq!(absent, [0; 32]);
+        std::fs::write(dir.path().join("ca.crt"), "old CA").expect("written");
+        let old = ca_digest(dir.path()).await;
+        assert_ne!(old, absent);
+        assert_eq!(ca_digest(dir.path()).await, old);
+        std::fs::write(dir.path().join("ca.crt"), "old CA and new CA").expect("written");
+        assert_ne!(ca_digest(dir.path()).await, old);
+    }
 
     #[tokio::test]
     async fn a_missing_certificate_directory_stops_the_refresher_with_its_name() {

@@ -4,8 +4,12 @@
 //!
 //! The kubelet rewrites the auth Secret's file in the pod when the Secret changes (within its
 //! sync period). memcached reads its auth file when it starts, and again on SIGHUP (on its next
-//! one-second clock tick). This loop reads the file every `--interval`; when its content
-//! differs from what it saw last, it sends SIGHUP to memcached, which it finds by name among
+//! one-second clock tick), when it silently keeps its old credentials if it finds the new file
+//! malformed. This loop reads the file every `--interval`; when its content differs from what
+//! it saw last, it judges it as memcached reads it (`api::auth_file::check`): a file memcached
+//! would refuse or read otherwise than written is never sent, and is logged as an error with
+//! the line and the reason, once per content. Otherwise it sends SIGHUP to memcached, which it
+//! finds by name among
 //! the pod's processes: a pod with authentication shares one process namespace, and every
 //! container runs as the pod's user, so no capability is needed. It reads only the mounted
 //! file and signals only its own pod's memcached: it needs no Kubernetes API access.
@@ -18,7 +22,9 @@ use clap::Args;
 use rustix::process::{Pid, Signal, kill_process};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
+
+use crate::api::auth_file;
 
 /// The container name of the sidecar in memcached pods.
 pub const CONTAINER_NAME: &str = "auth-reloader";
@@ -57,26 +63,37 @@ pub async fn run(
         return Err(ReloadError::NoAuthDir(args.auth_file));
     }
     info!(auth_file = %args.auth_file.display(), process = %args.process, "watching the auth file");
-    // The content memcached is known to have read: what it started with (the file as first
-    // seen), or what it was last signalled to read.
-    let mut loaded: Option<[u8; 32]> = None;
+    let mut watch = Watch::default();
     loop {
-        let now = match tokio::fs::read(&args.auth_file).await {
-            Ok(content) => <[u8; 32]>::from(Sha256::digest(&content)),
+        let (now, verdict) = match tokio::fs::read(&args.auth_file).await {
+            Ok(content) => (
+                <[u8; 32]>::from(Sha256::digest(&content)),
+                auth_file::check(&content).map(|entries| entries.len()),
+            ),
             Err(error) => {
                 warn!(%error, auth_file = %args.auth_file.display(), "cannot read the auth file");
-                [0; 32]
+                ([0; 32], Err(auth_file::Refusal::Empty))
             }
         };
-        match loaded {
-            None => loaded = Some(now),
-            Some(seen) if seen != now => match signal(&args.process) {
+        match watch.look(now, verdict) {
+            Look::Unchanged => {}
+            Look::StartedRefused(refusal) => error!(
+                reason = %refusal,
+                "memcached started with an auth file it refuses or misreads"
+            ),
+            Look::Refused(refusal) => error!(
+                reason = %refusal,
+                "the auth file changed to one memcached would refuse or misread; not sent: \
+                 memcached keeps the credentials it has"
+            ),
+            Look::Changed(entries) => match signal(&args.process) {
                 Ok(pid) => {
                     info!(
                         pid,
+                        credentials = entries,
                         "the auth file changed; sent memcached SIGHUP to reread it"
                     );
-                    loaded = Some(now);
+                    watch.signalled(now);
                 }
                 // Tried again at the next look; a memcached that starts meanwhile reads the
                 // new file itself.
@@ -84,12 +101,65 @@ pub async fn run(
                     warn!(%error, "the auth file changed; memcached is not signalled yet")
                 }
             },
-            Some(_) => {}
         }
         tokio::select! {
             () = &mut shutdown => return Ok(()),
             () = tokio::time::sleep(args.interval) => {}
         }
+    }
+}
+
+/// What the reloader knows of the auth file's contents, by digest.
+#[derive(Debug, Default)]
+struct Watch {
+    /// What memcached is known to have read: what it started with (the file as first seen),
+    /// or what it was last signalled to read.
+    loaded: Option<[u8; 32]>,
+    /// The last content refused, so that each is reported once.
+    refused: Option<[u8; 32]>,
+}
+
+/// What one look at the file found.
+#[derive(Debug, PartialEq, Eq)]
+enum Look {
+    /// Nothing to do: memcached has this content, or it was refused already.
+    Unchanged,
+    /// The first look found a file memcached refuses or misreads.
+    StartedRefused(auth_file::Refusal),
+    /// A new content memcached would refuse or misread: it is not sent.
+    Refused(auth_file::Refusal),
+    /// A new content memcached reads as written, with this many credentials: to be sent.
+    Changed(usize),
+}
+
+impl Watch {
+    /// Judges the content `now` whose verdict is `verdict`.
+    fn look(&mut self, now: [u8; 32], verdict: Result<usize, auth_file::Refusal>) -> Look {
+        let Some(loaded) = self.loaded else {
+            self.loaded = Some(now);
+            return match verdict {
+                Ok(_) => Look::Unchanged,
+                Err(refusal) => {
+                    self.refused = Some(now);
+                    Look::StartedRefused(refusal)
+                }
+            };
+        };
+        match verdict {
+            _ if loaded == now => Look::Unchanged,
+            Err(_) if self.refused == Some(now) => Look::Unchanged,
+            Err(refusal) => {
+                self.refused = Some(now);
+                Look::Refused(refusal)
+            }
+            Ok(entries) => Look::Changed(entries),
+        }
+    }
+
+    /// memcached was told to read `now`: a refused content seen again is reported again.
+    fn signalled(&mut self, now: [u8; 32]) {
+        self.loaded = Some(now);
+        self.refused = None;
     }
 }
 
@@ -148,6 +218,50 @@ mod tests {
         assert_eq!(find_process(dir.path(), "memcached"), Ok(7));
         let missing = find_process(dir.path(), "redis").expect_err("absent");
         assert!(missing.contains("no process named redis"), "{missing}");
+    }
+
+    fn look(watch: &mut Watch, content: &[u8]) -> Look {
+        let digest = <[u8; 32]>::from(Sha256::digest(content));
+        let look = watch.look(digest, auth_file::check(content).map(|e| e.len()));
+        if matches!(look, Look::Changed(_)) {
+            watch.signalled(digest);
+        }
+        look
+    }
+
+    #[test]
+    fn a_file_memcached_would_refuse_is_never_sent_and_reported_once() {
+        let mut watch = Watch::default();
+        assert_eq!(look(&mut watch, b"app:one\n"), Look::Unchanged);
+        assert_eq!(look(&mut watch, b"app:one\n"), Look::Unchanged);
+        let blank = b"app:one\n\napp:two\n";
+        assert!(matches!(
+            look(&mut watch, blank),
+            Look::Refused(auth_file::Refusal::Malformed {
+                line: 2,
+                blank: true
+            })
+        ));
+        assert_eq!(look(&mut watch, blank), Look::Unchanged, "reported once");
+        assert_eq!(look(&mut watch, b"app:one\napp:two\n"), Look::Changed(2));
+        assert_eq!(look(&mut watch, b"app:one\napp:two\n"), Look::Unchanged);
+        // Back to a content refused before: reported again, since memcached moved on.
+        let mut again = Watch::default();
+        assert_eq!(look(&mut again, b"a:b\n"), Look::Unchanged);
+        assert!(matches!(look(&mut again, b"a\n"), Look::Refused(_)));
+        assert_eq!(look(&mut again, b"a:c\n"), Look::Changed(1));
+        assert!(matches!(look(&mut again, b"a\n"), Look::Refused(_)));
+    }
+
+    #[test]
+    fn a_refused_file_memcached_started_with_is_reported() {
+        let mut watch = Watch::default();
+        assert!(matches!(
+            look(&mut watch, b"no colon\n"),
+            Look::StartedRefused(_)
+        ));
+        assert_eq!(look(&mut watch, b"no colon\n"), Look::Unchanged);
+        assert_eq!(look(&mut watch, b"app:fixed\n"), Look::Changed(1));
     }
 
     #[tokio::test]

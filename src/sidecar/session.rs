@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::api::auth_file::{self, Credentials};
 use crate::api::v1beta1::{TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::tls::certs::{CertError, CertPaths, ServingCert, load_pair};
 
@@ -88,7 +89,7 @@ impl Files {
     }
 
     /// The auth file's first credentials, as memcached reads them (`user:password`).
-    async fn credentials(&self) -> Result<Option<(String, String)>, SessionError> {
+    async fn credentials(&self) -> Result<Option<Credentials>, SessionError> {
         match &self.auth_file {
             Some(path) => first_credentials(path).await.map(Some),
             None => Ok(None),
@@ -96,23 +97,21 @@ impl Files {
     }
 }
 
-/// The first credentials of memcached's auth file (`user:password` lines).
-pub async fn first_credentials(path: &Path) -> Result<(String, String), SessionError> {
+/// The first credentials of memcached's auth file, read as memcached reads it; a file the
+/// operator refuses (`api::auth_file::check`) is an error saying why.
+pub async fn first_credentials(path: &Path) -> Result<Credentials, SessionError> {
     let bad = |message: String| SessionError::AuthFile {
         path: path.to_path_buf(),
         message,
     };
-    let text = tokio::fs::read_to_string(path)
+    let content = tokio::fs::read(path)
         .await
         .map_err(|error| bad(error.to_string()))?;
-    let line = text
-        .lines()
-        .find(|line| !line.trim().is_empty())
-        .ok_or_else(|| bad("holds no credentials".into()))?;
-    let (user, password) = line
-        .split_once(':')
-        .ok_or_else(|| bad("its first line is not user:password".into()))?;
-    Ok((user.to_string(), password.to_string()))
+    let entries = auth_file::check(&content).map_err(|refusal| bad(refusal.to_string()))?;
+    entries
+        .into_iter()
+        .next()
+        .ok_or_else(|| bad(auth_file::Refusal::Empty.to_string()))
 }
 
 fn provider() -> CryptoProvider {
@@ -139,7 +138,7 @@ pub async fn refresh(files: &Files, own: &ServingCert) -> Result<(), SessionErro
         &mut stream,
         files.port,
         "refresh_certs",
-        "refresh_certs\r\n",
+        b"refresh_certs\r\n",
     )
     .await?;
     if reply != "OK" {
@@ -156,10 +155,14 @@ pub async fn refresh(files: &Files, own: &ServingCert) -> Result<(), SessionErro
 pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut BufReader<S>,
     port: u16,
-    (user, password): &(String, String),
+    credentials: &Credentials,
 ) -> Result<(), SessionError> {
-    let data = format!("{user} {password}");
-    let request = format!("set auth 0 0 {}\r\n{data}\r\n", data.len());
+    let mut data = credentials.user.clone();
+    data.push(b' ');
+    data.extend_from_slice(&credentials.password);
+    let mut request = format!("set auth 0 0 {}\r\n", data.len()).into_bytes();
+    request.extend_from_slice(&data);
+    request.extend_from_slice(b"\r\n");
     let reply = exchange(stream, port, "authentication", &request).await?;
     if reply != "STORED" {
         return Err(SessionError::Refused {
@@ -175,11 +178,11 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut BufReader<S>,
     port: u16,
     command: &'static str,
-    request: &str,
+    request: &[u8],
 ) -> Result<String, SessionError> {
     let failed = |message: String| SessionError::Connection { port, message };
     stream
-        .write_all(request.as_bytes())
+        .write_all(request)
         .await
         .map_err(|error| failed(format!("cannot send {command}: {error}")))?;
     let mut reply = String::new();
@@ -329,19 +332,27 @@ mod tests {
 
     #[tokio::test]
     async fn the_first_credentials_of_the_auth_file_are_used() {
-        let (_dir, files) = files_with_auth("\nalice:wonder:land\nbob:builder\n");
+        let (_dir, files) = files_with_auth("alice:wonder:land\nbob:builder\n");
         assert_eq!(
             files.credentials().await.expect("credentials"),
-            Some(("alice".to_string(), "wonder:land".to_string()))
+            Some(Credentials {
+                user: b"alice".to_vec(),
+                password: b"wonder:land".to_vec(),
+            })
         );
     }
 
     #[tokio::test]
-    async fn an_auth_file_without_credentials_is_an_error_naming_it() {
-        for text in ["", "no colon here\n"] {
+    async fn an_auth_file_memcached_would_refuse_is_an_error_naming_it_and_why() {
+        for (text, why) in [
+            ("", "holds no credentials"),
+            ("no colon here\n", "line 1 has no ':'"),
+            // memcached refuses a blank line, so the sidecars do not skip one.
+            ("\nalice:wonder\n", "line 1 is blank"),
+        ] {
             let (_dir, files) = files_with_auth(text);
-            let error = files.credentials().await.expect_err("refused");
-            assert!(error.to_string().contains("authfile"), "{error}");
+            let error = files.credentials().await.expect_err("refused").to_string();
+            assert!(error.contains("authfile") && error.contains(why), "{error}");
         }
     }
 

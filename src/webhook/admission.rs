@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use super::response::{Decision, Reply, admission_reply, allowed, forbidden, unjudgeable};
 use super::wire::admission::{self as decoder, AdmissionObject, AdmissionObjects};
 use super::wire::{Lazy, ReviewError};
+use crate::admission::AllowedIssuers;
 use crate::admission::defaults::{Defaults, default_spec};
 use crate::admission::validate::{
     Denial, Warnings, validate_create, validate_delete, validate_update,
@@ -36,10 +37,17 @@ pub fn mutating(
     })
 }
 
-/// Answers one AdmissionReview body sent to the validating webhook.
-pub fn validating(webhook: &'static str, body: &[u8]) -> Result<Reply, ReviewError> {
+/// Answers one AdmissionReview body sent to the validating webhook; `defaults` holds the
+/// issuers the cluster admin allows.
+pub fn validating(
+    webhook: &'static str,
+    body: &[u8],
+    defaults: &Defaults,
+) -> Result<Reply, ReviewError> {
     let (request, objects) = decoder::decode(body)?;
-    judge(webhook, &request, objects, validate)
+    judge(webhook, &request, objects, |request, objects| {
+        validate(request, objects, &defaults.allowed_issuers)
+    })
 }
 
 /// Lets `decide` answer a decoded admission request, and serialises the response.
@@ -200,13 +208,15 @@ pub(crate) fn mutate(
 pub(crate) fn validate(
     request: &AdmissionRequest<DynamicObject>,
     objects: AdmissionObjects<'_>,
+    issuers: &AllowedIssuers,
 ) -> Result<(AdmissionResponse, Decision), Unjudgeable> {
     check_request_kind(request)?;
     let verdict: Result<Warnings, Denial> = match request.operation {
-        Operation::Create => validate_create(&memcached("object", objects.object)?),
+        Operation::Create => validate_create(&memcached("object", objects.object)?, issuers),
         Operation::Update => validate_update(
             &memcached("oldObject", objects.old_object)?,
             &memcached("object", objects.object)?,
+            issuers,
         ),
         Operation::Delete => validate_delete(&memcached("oldObject", objects.old_object)?),
         Operation::Connect => Ok(Vec::new()),

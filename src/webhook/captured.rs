@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::response::Reply;
-use crate::admission::Defaults;
+use crate::admission::{AllowedIssuers, Defaults};
 
 /// The `response` of a review answer.
 pub fn response_of(reply: &Reply) -> Value {
@@ -18,5 +18,6 @@ pub fn defaults() -> Defaults {
         image: "registry.example/memcached:1.6".to_string(),
         refresher_image: "registry.example/memcached-operator:v1".to_string(),
         exporter_image: "registry.example/memcached-exporter:v0".to_string(),
+        allowed_issuers: AllowedIssuers::default(),
     }
 }

@@ -136,7 +136,7 @@ pub fn answer(kind: WebhookKind, body: &[u8], defaults: &Defaults) -> Reply {
     let webhook = kind.label();
     let answered = match kind {
         WebhookKind::Mutating => admission::mutating(webhook, body, defaults),
-        WebhookKind::Validating => admission::validating(webhook, body),
+        WebhookKind::Validating => admission::validating(webhook, body, defaults),
         WebhookKind::Conversion => conversion::answer(webhook, body),
     };
     answered.unwrap_or_else(|error| {

@@ -30,6 +30,7 @@ use axum_server::Handle;
 use axum_server::accept::NoDelayAcceptor;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::admission::AllowedIssuers;
 use crate::admission::defaults::Defaults;
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
@@ -106,11 +107,33 @@ pub struct ServerArgs {
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
 
+    /// The issuers `spec.tls.issuerRef` may name beyond an Issuer in the Memcached's own
+    /// namespace, which is all a Memcached may name by default: comma-separated
+    /// `KIND.GROUP` (every issuer of the kind) or `KIND.GROUP/NAME` entries, or `*` (any
+    /// issuer), e.g. `ClusterIssuer.cert-manager.io/internal-ca`. The webhooks refuse the
+    /// others, and the controller reports them.
+    #[arg(
+        long,
+        env = crate::admission::issuers::ALLOWED_ISSUERS_ENV,
+        default_value = "",
+        hide_default_value = true,
+        value_parser = crate::admission::issuers::parse
+    )]
+    pub allowed_issuers: AllowedIssuers,
+
     /// Holds every webhook answer back this long, to rehearse a webhook slower than the API
     /// server's `timeoutSeconds`. A fault for drills: debug builds only, absent from release.
     #[cfg(debug_assertions)]
     #[arg(long, hide = true, value_parser = humantime::parse_duration)]
     pub debug_delay_webhooks: Option<Duration>,
+}
+
+impl ServerArgs {
+    /// What admission needs from outside the objects: the images of the environment, and the
+    /// issuers `--allowed-issuers` allows. The controller judges by the same.
+    pub fn defaults(&self) -> Defaults {
+        Defaults::from_env().with_allowed_issuers(self.allowed_issuers.clone())
+    }
 }
 
 impl Default for ServerArgs {
@@ -127,6 +150,7 @@ impl Default for ServerArgs {
             request_timeout: Duration::from_secs(10),
             shutdown_delay: Duration::from_secs(3),
             shutdown_timeout: Duration::from_secs(15),
+            allowed_issuers: AllowedIssuers::default(),
             #[cfg(debug_assertions)]
             debug_delay_webhooks: None,
         }
@@ -164,9 +188,9 @@ impl Readiness {
     }
 }
 
-/// Serves the webhooks on `bind_address` until `shutdown` completes, recording into
-/// `metrics` and reporting through `readiness`, then drains requests in flight for at most
-/// `--shutdown-timeout`.
+/// Serves the webhooks on `bind_address` until `shutdown` completes, defaulting and judging
+/// with [`ServerArgs::defaults`], recording into `metrics` and reporting through `readiness`, then drains
+/// requests in flight for at most `--shutdown-timeout`.
 pub async fn serve(
     args: ServerArgs,
     bind_address: IpAddr,
@@ -227,7 +251,7 @@ pub async fn serve(
         .header_read_timeout(args.request_timeout);
     server.http_builder().http2().max_concurrent_streams(100);
     let app = Arc::new(App {
-        defaults: Defaults::from_env(),
+        defaults: args.defaults(),
         metrics,
         max_request_bytes: args.max_request_bytes,
         draining: AtomicBool::new(false),

@@ -17,10 +17,13 @@ pub fn over_the_memory_limit(name: &str, namespace: &str, defaults: &Defaults) -
         "spec": {"memcached": {"memoryLimitMB": 1024}, "resources": {"limits": {"memory": "512Mi"}}}
     });
     let case: v1beta1::Memcached = serde_json::from_value(object.clone()).expect("the case parses");
-    let message = validate_create(&v1beta1::Memcached {
-        spec: default_spec(&case.spec, defaults),
-        ..case
-    })
+    let message = validate_create(
+        &v1beta1::Memcached {
+            spec: default_spec(&case.spec, defaults),
+            ..case
+        },
+        &defaults.allowed_issuers,
+    )
     .expect_err("the case is invalid")
     .message;
     assert!(

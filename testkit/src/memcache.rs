@@ -16,6 +16,18 @@ use tokio_rustls::TlsConnector;
 use crate::client::trust_anchors;
 use crate::pki::{Leaf, serial_of};
 
+/// The variable that has memcached write the ports it listens on to a file (memcached's own
+/// test suite starts it so, with `-p -1`: a TCP port of the kernel's choosing).
+pub const PORT_FILE_VARIABLE: &str = "MEMCACHED_PORT_FILENAME";
+
+/// The TCP port a memcached started with `-p -1` and [`PORT_FILE_VARIABLE`] set to `file`
+/// reports, once it has written the file (it writes it whole, then renames it into place).
+pub fn reported_port(file: &std::path::Path) -> Option<u16> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("TCP INET: ")?.trim().parse().ok())
+}
+
 /// How long one exchange with a server may take before it counts as failed: generous, so
 /// that only a server that does not answer fails, not a busy machine.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

@@ -60,8 +60,17 @@ impl Ca {
     /// # Panics
     /// If rcgen cannot make a key or sign, which fixed parameters never cause.
     pub fn root() -> Ca {
+        Ca::root_named("memcached-operator test root")
+    }
+
+    /// A self-signed root with its own subject name, for tests that hold two roots at once
+    /// (verifiers find a certificate's issuer by name).
+    ///
+    /// # Panics
+    /// If rcgen cannot make a key or sign, which fixed parameters never cause.
+    pub fn root_named(name: &str) -> Ca {
         let key = fresh_key();
-        let params = ca_params("memcached-operator test root");
+        let params = ca_params(name);
         let cert = params
             .self_signed(&key)
             .unwrap_or_else(|error| panic!("cannot self-sign the test root CA: {error}"));

@@ -114,7 +114,7 @@ pub fn user_spec() -> Value {
             "maxConnections": 4096,
             "threads": 4,
             "maxItemSize": "2m",
-            "extraArgs": ["-o", "modern", "--lock-memory"]
+            "extraArgs": ["-o", "hashpower=20", "--lock-memory"]
         },
         "resources": {
             "requests": {"cpu": "250m", "memory": "320Mi"},

@@ -131,8 +131,9 @@ fn webhook_only_invalid(namespace: &str) -> Vec<Memcached> {
 /// The message the validator gives for an object once the mutating webhook has defaulted it.
 fn validator_message(object: &Memcached) -> String {
     let mut defaulted = object.clone();
-    defaulted.spec = default_spec(&object.spec, &defaults());
-    validate_create(&defaulted)
+    let defaults = defaults();
+    defaulted.spec = default_spec(&object.spec, &defaults);
+    validate_create(&defaulted, &defaults.allowed_issuers)
         .expect_err("the case is invalid")
         .message
 }
@@ -275,12 +276,12 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
     // shutdown, the warm restart, monitoring with a ServiceMonitor and the NetworkPolicy among
     // them.
     let richer = json!({"spec": {
-        "memcached": {"threads": 8, "extraArgs": ["-o", "modern"], "warmRestart": true},
+        "memcached": {"threads": 8, "extraArgs": ["-o", "hashpower=20"], "warmRestart": true},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "cache", "effect": "NoSchedule"}],
         "priorityClassName": "cache-high",
         "tls": {
             "secretName": "legacy-tls", "clientAuth": "Require", "plaintextPort": 11312,
-            "issuerRef": {"name": "legacy-ca", "kind": "ClusterIssuer"},
+            "issuerRef": {"name": "legacy-ca", "kind": "Issuer", "group": "cert-manager.io"},
         },
         "auth": {"secretName": "legacy-auth"},
         "gracefulShutdown": {"preStopDelaySeconds": 5, "terminationGracePeriodSeconds": 40},

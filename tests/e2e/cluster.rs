@@ -123,6 +123,17 @@ impl Env {
     /// are bound, the webhooks' (unless `--webhooks=false`) at [`Env::webhook_address`], the
     /// others on ports of its choosing.
     pub async fn spawn_operator(&self, cert_root: &Path, flags: &[&str]) -> Server {
+        self.spawn_operator_with_env(cert_root, flags, &[]).await
+    }
+
+    /// Starts another operator process with `flags` and the variables `env` beside its own,
+    /// without waiting for it to be ready.
+    pub async fn spawn_operator_with_env(
+        &self,
+        cert_root: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let webhooks = !flags.contains(&"--webhooks=false");
         let port = if webhooks {
             self.webhook.port().to_string()
@@ -162,16 +173,12 @@ impl Env {
         } else {
             &["probes", "metrics"]
         };
-        let mut server = OPERATOR
-            .start(
-                &args,
-                &[
-                    ("KUBECONFIG", &kubeconfig),
-                    ("POD_NAMESPACE", OPERATOR_NAMESPACE),
-                ],
-                listeners,
-            )
-            .await;
+        let mut variables = vec![
+            ("KUBECONFIG", kubeconfig.as_str()),
+            ("POD_NAMESPACE", OPERATOR_NAMESPACE),
+        ];
+        variables.extend_from_slice(env);
+        let mut server = OPERATOR.start(&args, &variables, listeners).await;
         server.set_metrics_token(&self.metrics_token);
         server
     }
@@ -367,8 +374,16 @@ impl Env {
     /// Stops the running operator and starts it again with `flags`, on the same certificate
     /// root and address, waiting until it is ready.
     pub async fn restart_operator(&self, flags: &[&str]) {
+        self.restart_operator_with_env(flags, &[]).await;
+    }
+
+    /// Stops the running operator and starts it again with `flags` and the variables `env`,
+    /// on the same certificate root and port, waiting until it is ready.
+    pub async fn restart_operator_with_env(&self, flags: &[&str], env: &[(&str, &str)]) {
         self.stop_operator().await;
-        let server = self.spawn_operator(self.cert_root.path(), flags).await;
+        let server = self
+            .spawn_operator_with_env(self.cert_root.path(), flags, env)
+            .await;
         server.wait_ready(READY_WITHIN).await;
         *self.operator.lock().await = Some(server);
     }

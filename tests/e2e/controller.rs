@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use memcached_operator::admission::{Defaults, default_spec, validate_create};
+use memcached_operator::admission::{AllowedIssuers, Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{Memcached, MemcachedSpec};
 use memcached_operator::controller::cache::children::Children;
 use memcached_operator::controller::cache::compact::{Marked, Marks, Owner, hash64};
@@ -656,7 +656,9 @@ pub async fn without_webhooks_an_invalid_spec_is_reported_and_changes_nothing(en
         &spec,
         &Defaults::with_related_image(Some(RELATED_IMAGE.into())),
     );
-    let expected = validate_create(&defaulted).expect_err("invalid").message;
+    let expected = validate_create(&defaulted, &AllowedIssuers::default())
+        .expect_err("invalid")
+        .message;
     let degraded = eventually("Degraded=True, reason InvalidSpec", WAIT, || async {
         let status = api.get("invalid").await.ok()?.status?;
         let degraded = status

@@ -12,10 +12,13 @@
 //! plane that cannot start fails every scenario with the reason; nothing is skipped.
 
 mod admission;
+mod auth_file;
+mod ca_change;
 mod churn;
 mod cluster;
 mod controller;
 mod drills;
+mod issuers;
 mod metrics;
 mod network_policy;
 mod optional_children;
@@ -36,6 +39,8 @@ fn main() {
         admission::a_v1alpha1_round_trip_through_v1beta1_loses_nothing,
         admission::a_server_side_dry_run_returns_the_defaulted_object_and_stores_nothing,
         admission::config_default_applies_with_a_server_side_dry_run,
+        auth_file::memcached_reads_auth_files_as_the_operator_says,
+        ca_change::a_new_ca_is_trusted_before_certificates_it_signs_are_presented,
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,
@@ -48,6 +53,7 @@ fn main() {
         controller::the_controllers_caches_hold_no_write_history,
         status::each_status_field_follows_the_features_turned_on_and_off,
         status::a_failed_status_write_still_reports_the_changes_made,
+        issuers::a_user_with_only_memcached_rights_is_refused_a_cluster_issuer,
         network_policy::a_network_policy_follows_the_sources_asked_for_and_goes_when_no_longer_asked_for,
         optional_children::certificates_and_service_monitors_are_written_once_their_apis_are_installed,
         optional_children::a_certificate_api_that_cannot_be_listed_holds_up_no_other_memcached,

@@ -48,7 +48,7 @@ fn secured_and_monitored() -> Value {
         "tls": {
             "secretName": "cache-tls",
             "clientAuth": "Require",
-            "issuerRef": { "name": "cache-ca", "kind": "ClusterIssuer" },
+            "issuerRef": { "name": "cache-ca", "kind": "Issuer" },
         },
         "monitoring": {
             "serviceMonitor": { "interval": "30s", "labels": { "release": "prometheus" } },
@@ -160,7 +160,7 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
     assert_eq!(spec["secretName"], "cache-tls");
     assert_eq!(
         spec["issuerRef"],
-        json!({ "name": "cache-ca", "kind": "ClusterIssuer", "group": "cert-manager.io" })
+        json!({ "name": "cache-ca", "kind": "Issuer", "group": "cert-manager.io" })
     );
     assert!(
         spec["dnsNames"]

@@ -1,5 +1,6 @@
 //! Checks admission round trips: defaulting patches, denials and warnings.
 
+use memcached_operator::admission::AllowedIssuers;
 use memcached_operator::admission::defaults::{Defaults, default_spec};
 use memcached_operator::admission::validate::{validate_create, validate_delete, validate_update};
 use memcached_operator::api::{self, v1beta1};
@@ -67,7 +68,8 @@ async fn the_mutating_patch_applied_equals_defaulting_and_a_second_pass_has_no_p
 async fn the_validator_denies_with_403_forbidden_and_its_message() {
     let running = start_ready(&[]).await;
     let object = memcached("sessions", json!({"replicas": v1beta1::MAX_REPLICAS + 1}));
-    let expected = validate_create(&typed(&object)).expect_err("too many replicas");
+    let expected = validate_create(&typed(&object), &AllowedIssuers::default())
+        .expect_err("too many replicas");
     let review = admission("CREATE", Some(&object), None);
     let answer = running
         .client
@@ -94,7 +96,7 @@ async fn the_validators_warnings_reach_the_response() {
         "sessions",
         json!({"image": "docker.io/library/memcached:latest", "memcached": {"verbosity": 2}}),
     );
-    let expected = validate_create(&typed(&object)).expect("admitted");
+    let expected = validate_create(&typed(&object), &AllowedIssuers::default()).expect("admitted");
     assert!(
         !expected.is_empty(),
         "the validator warns about this object"
@@ -116,7 +118,8 @@ async fn updates_and_deletes_are_judged_with_the_old_object() {
     let running = start_ready(&[]).await;
     let old = memcached("sessions", json!({"replicas": 10}));
     let new = memcached("sessions", json!({"replicas": 2}));
-    let expected = validate_update(&typed(&old), &typed(&new)).expect("admitted");
+    let expected =
+        validate_update(&typed(&old), &typed(&new), &AllowedIssuers::default()).expect("admitted");
     assert!(!expected.is_empty(), "scaling 10 -> 2 warns");
     let answer = running
         .client

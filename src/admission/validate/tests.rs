@@ -11,6 +11,16 @@ use self::cases::{args, config, invalid_cases, memory_limit, valid, with};
 use super::image::{ImageVerdict, judge_image, judge_image_once};
 use super::*;
 
+/// [`super::validate_create`] under the default issuer policy.
+fn validate_create(new: &Memcached) -> Result<Warnings, Denial> {
+    super::validate_create(new, &AllowedIssuers::default())
+}
+
+/// [`super::validate_update`] under the default issuer policy.
+fn validate_update(old: &Memcached, new: &Memcached) -> Result<Warnings, Denial> {
+    super::validate_update(old, new, &AllowedIssuers::default())
+}
+
 /// Whether the CRD's CEL rules admit the object, as the API server would evaluate them.
 fn cel_admits(object: &Memcached) -> bool {
     object.validate_cel().is_ok()
@@ -91,7 +101,14 @@ fn a_memory_limit_that_fits_exactly_is_admitted_by_both() {
 #[test]
 fn flags_the_operator_leaves_alone_are_admitted_by_both() {
     let object = with(|s| {
-        config(s).extra_args = args(&["-M", "-o", "modern", "--listen-backlog=2048", "-B", "ascii"])
+        config(s).extra_args = args(&[
+            "-M",
+            "-o",
+            "hashpower=20,slab_chunk_max=512",
+            "--listen-backlog=2048",
+            "-B",
+            "ascii",
+        ])
     });
     assert!(
         validate_create(&object).is_ok(),
@@ -99,6 +116,53 @@ fn flags_the_operator_leaves_alone_are_admitted_by_both() {
         validate_create(&object)
     );
     assert!(cel_admits(&object), "{:?}", object.validate_cel());
+}
+
+#[test]
+fn a_reserved_sub_option_is_refused_saying_why() {
+    let object = with(|s| config(s).extra_args = args(&["-o", "hashpower=20,ssl_verify_mode=0"]));
+    let message = validate_create(&object).map_err(|d| d.message);
+    assert_eq!(
+        message,
+        Err(
+            "spec.memcached.extraArgs[1]: sets memcached's -o ssl_verify_mode, which extraArgs \
+             may not set: TLS is spec.tls's: the operator sets the certificate, the key, the CA \
+             and the verification mode, and the other ssl_ options would weaken or undo them"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn an_issuer_outside_the_namespace_is_refused_unless_the_cluster_admin_allows_it() {
+    use crate::api::v1beta1::{IssuerRef, TlsSpec};
+    let object = with(|s| {
+        s.tls = Some(TlsSpec {
+            secret_name: Some("cache-tls".into()),
+            issuer_ref: Some(IssuerRef {
+                name: "shared-ca".into(),
+                kind: Some("ClusterIssuer".into()),
+                group: None,
+            }),
+            ..TlsSpec::default()
+        });
+    });
+    let denial = validate_create(&object).expect_err("refused by default");
+    assert_eq!(denial.violations.len(), 1, "{denial}");
+    assert_eq!(denial.violations[0].field, "spec.tls.issuerRef");
+    assert!(
+        cel_admits(&object),
+        "the CRD cannot know the operator's setting"
+    );
+    let allowed: AllowedIssuers = "ClusterIssuer.cert-manager.io/shared-ca"
+        .parse()
+        .expect("a setting");
+    assert_eq!(super::validate_create(&object, &allowed), Ok(vec![]));
+    assert_eq!(
+        super::validate_update(&valid(), &object, &allowed),
+        Ok(vec![])
+    );
+    assert!(super::validate_update(&valid(), &object, &AllowedIssuers::default()).is_err());
 }
 
 #[test]

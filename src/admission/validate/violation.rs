@@ -16,7 +16,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    pub(super) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),

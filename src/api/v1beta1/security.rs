@@ -17,7 +17,7 @@ pub const TLS_CA_KEY: &str = "ca.crt";
 /// The key of the authentication Secret that holds memcached's auth file.
 pub const AUTH_FILE_KEY: &str = "authfile";
 /// The most credentials memcached reads from its auth file.
-pub const MAX_AUTH_ENTRIES: usize = 8;
+pub const MAX_AUTH_ENTRIES: usize = crate::api::auth_file::MAX_ENTRIES;
 
 /// TLS on memcached's client port (`--enable-ssl`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -57,7 +57,8 @@ pub struct TlsSpec {
 
     /// A cert-manager issuer that issues the certificate: the operator then keeps a
     /// cert-manager Certificate `<name>` for every server's names, written into `secretName`
-    /// and renewed by cert-manager. Needs cert-manager's API (`cert-manager.io/v1`).
+    /// and renewed by cert-manager. Needs cert-manager's API (`cert-manager.io/v1`). An
+    /// Issuer of the Memcached's namespace, unless the cluster admin allows others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer_ref: Option<IssuerRef>,
 
@@ -80,8 +81,9 @@ pub struct IssuerRef {
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
 
-    /// `Issuer` (in the Memcached's namespace) or `ClusterIssuer`, or an external issuer's
-    /// kind. Defaults to `Issuer`.
+    /// `Issuer` (in the Memcached's namespace), or `ClusterIssuer` or an external issuer's
+    /// kind where the cluster admin allows it (the operator's `ALLOWED_ISSUERS`). Defaults to
+    /// `Issuer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub kind: Option<String>,

@@ -35,6 +35,7 @@ pub mod certificate;
 pub mod lifecycle;
 pub mod monitoring;
 pub mod network;
+pub mod prometheus_rule;
 pub mod security;
 pub mod service_monitor;
 

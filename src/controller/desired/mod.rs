@@ -66,7 +66,7 @@ pub fn replicas(effective: &Memcached) -> i32 {
 pub fn plan(object: &Memcached, defaults: &Defaults, platform: Platform) -> Plan {
     let mut effective = object.clone();
     effective.spec = default_spec(&object.spec, defaults);
-    let children = match validate_create(&effective) {
+    let children = match validate_create(&effective, &defaults.allowed_issuers) {
         Ok(_) => Ok(DesiredChildren {
             statefulset: desired_statefulset(&effective, platform),
             service: desired_service(&effective),

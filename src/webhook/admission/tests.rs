@@ -51,7 +51,8 @@ fn a_denial_has_code_403_reason_forbidden_and_the_validators_message() {
         )
         .expect("a Memcached");
         object.spec.replicas = Some(1000);
-        validate_create(&object).expect_err("1000 replicas are refused")
+        validate_create(&object, &defaults().allowed_issuers)
+            .expect_err("1000 replicas are refused")
     };
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);

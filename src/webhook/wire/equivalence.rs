@@ -21,7 +21,9 @@ fn answer_strictly(kind: WebhookKind, body: &[u8]) -> Reply {
             WebhookKind::Mutating => judge("mutating", &request, objects, |r, o| {
                 mutate(r, o, &defaults())
             }),
-            _ => judge("validating", &request, objects, validate),
+            _ => judge("validating", &request, objects, |r, o| {
+                validate(r, o, &defaults().allowed_issuers)
+            }),
         }),
     };
     answered.unwrap_or_else(|error| Reply::from_error(&error))

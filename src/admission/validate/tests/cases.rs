@@ -281,6 +281,56 @@ pub fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
             true,
         ),
         (
+            "sub-option ssl_verify_mode",
+            with(|s| config(s).extra_args = args(&["-o", "ssl_verify_mode=0"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-options ssl_ca_cert and ssl_verify_mode in one list",
+            with(|s| {
+                config(s).extra_args = args(&["-o", "ssl_ca_cert=/etc/passwd,ssl_verify_mode=0"])
+            }),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-option attached to -o in a bundle",
+            with(|s| config(s).extra_args = args(&["-Mossl_ciphers=NULL"])),
+            "spec.memcached.extraArgs[0]",
+            true,
+        ),
+        (
+            "sub-option ext_path",
+            with(|s| config(s).extra_args = args(&["--extended=ext_path=/tmp/items:1G"])),
+            "spec.memcached.extraArgs[0]",
+            true,
+        ),
+        (
+            "sub-option modern",
+            with(|s| config(s).extra_args = args(&["--ext", "hashpower=20,modern"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-option no_drop_privileges",
+            with(|s| config(s).extra_args = args(&["-o", "no_drop_privileges"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
+            "sub-option proxy_config",
+            with(|s| config(s).extra_args = args(&["-oproxy_config=/tmp/routes.lua"])),
+            "spec.memcached.extraArgs[0]",
+            true,
+        ),
+        (
+            "sub-option sock_cookie_id",
+            with(|s| config(s).extra_args = args(&["-o", "sock_cookie_id=1"])),
+            "spec.memcached.extraArgs[1]",
+            true,
+        ),
+        (
             "bad image",
             with(|s| s.image = Some("Memcached:1.6".into())),
             "spec.image",

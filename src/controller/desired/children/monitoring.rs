@@ -106,18 +106,20 @@ pub fn sidecars(
         if let Some(tls) = tls {
             args.push("--memcached.tls.enable".into());
             args.push("--memcached.tls.insecure-skip-verify".into());
+            // Only a server that asks for a client certificate needs the exporter to hold
+            // the Secret (and present its certificate); otherwise it mounts no Secret at all.
             if tls.client_auth.unwrap_or_default() != ClientAuth::None {
                 args.push(format!(
                     "--memcached.tls.cert-file={TLS_DIR}/{TLS_CERT_KEY}"
                 ));
                 args.push(format!("--memcached.tls.key-file={TLS_DIR}/{TLS_KEY_KEY}"));
+                exporter_mounts.extend(
+                    secret_mounts
+                        .iter()
+                        .filter(|mount| mount.mount_path == TLS_DIR)
+                        .cloned(),
+                );
             }
-            exporter_mounts.extend(
-                secret_mounts
-                    .iter()
-                    .filter(|mount| mount.mount_path == TLS_DIR)
-                    .cloned(),
-            );
         }
     }
     containers.push(Container {

@@ -35,7 +35,7 @@ fn customised() -> Memcached {
                 max_item_size: Some("4m".into()),
                 verbosity: Some(1),
                 warm_restart: None,
-                extra_args: Some(vec!["-o".into(), "modern".into()]),
+                extra_args: Some(vec!["-o".into(), "hashpower=20".into()]),
             }),
             tolerations: Some(vec![Toleration {
                 key: Some("dedicated".into()),
@@ -98,8 +98,21 @@ fn arguments_follow_the_spec_then_extra_args() {
     assert_eq!(
         memcached_args(&customised()),
         [
-            "-m", "1024", "-c", "4096", "-t", "8", "-I", "4m", "-p", "11211", "-U", "0", "-v",
-            "-o", "modern"
+            "-m",
+            "1024",
+            "-c",
+            "4096",
+            "-t",
+            "8",
+            "-I",
+            "4m",
+            "-p",
+            "11211",
+            "-U",
+            "0",
+            "-v",
+            "-o",
+            "hashpower=20"
         ]
     );
     assert_eq!(

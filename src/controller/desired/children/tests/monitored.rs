@@ -97,6 +97,31 @@ fn without_authentication_the_exporter_speaks_tls_itself() {
             "--memcached.tls.key-file=/etc/memcached/tls/tls.key",
         ]
     );
+    let mounts = |sidecar: &k8s_openapi::api::core::v1::Container| -> Vec<String> {
+        sidecar
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.mount_path.clone())
+            .collect()
+    };
+    assert_eq!(mounts(&sidecars[1]), ["/etc/memcached/tls"]);
+    // clientAuth None: the exporter speaks TLS without a certificate, and mounts no Secret,
+    // so it cannot read the server's key.
+    let mut no_client_auth = monitored(false);
+    no_client_auth.spec.tls.as_mut().expect("TLS").client_auth =
+        Some(crate::api::v1beta1::ClientAuth::None);
+    let sidecars = sidecars_of(&no_client_auth);
+    assert_eq!(
+        sidecars[1].args.clone().unwrap_or_default(),
+        [
+            "--web.listen-address=:9150",
+            "--memcached.address=127.0.0.1:11211",
+            "--memcached.tls.enable",
+            "--memcached.tls.insecure-skip-verify",
+        ]
+    );
+    assert_eq!(mounts(&sidecars[1]), Vec::<String>::new());
     let mut plain = minimal();
     plain.spec.monitoring = Some(crate::api::v1beta1::MonitoringSpec {
         port: Some(9200),

@@ -1,0 +1,297 @@
+//! The alerting rules of a monitored Memcached, as a Prometheus Operator `PrometheusRule`
+//! `<name>`: over the metrics its servers' exporters serve (scraped through its ServiceMonitor,
+//! whose targets carry the `namespace` and `service` labels) and, with `spec.tls.issuerRef`,
+//! over cert-manager's metrics of its Certificate.
+//!
+//! Only the fields the operator sets are declared here; the Prometheus Operator's own CRD is
+//! the schema. `tests/alerts` checks every alert with Prometheus's own `promtool test rules`.
+
+use std::collections::BTreeMap;
+
+use kube::{CustomResource, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use super::metadata;
+use crate::api::v1beta1::Memcached;
+
+/// How long before its expiry a certificate cert-manager has not renewed is alerted on.
+pub const CERTIFICATE_EXPIRY_DAYS: u32 = 7;
+/// The share of `maxConnections` in use that is alerted on.
+pub const CONNECTIONS_NEAR_LIMIT: f64 = 0.9;
+
+/// `spec` of a `PrometheusRule`, as far as the operator sets it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "monitoring.coreos.com",
+    version = "v1",
+    kind = "PrometheusRule",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct PrometheusRuleSpec {
+    /// The rule groups.
+    pub groups: Vec<RuleGroup>,
+}
+
+/// A group of rules, evaluated together.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct RuleGroup {
+    /// The group's name.
+    pub name: String,
+    /// Its rules.
+    pub rules: Vec<AlertingRule>,
+}
+
+/// One alerting rule.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AlertingRule {
+    /// The alert's name.
+    pub alert: String,
+    /// The PromQL expression; each series it returns is an alert.
+    pub expr: String,
+    /// How long the expression must hold before the alert fires.
+    #[serde(rename = "for", default, skip_serializing_if = "Option::is_none")]
+    pub for_: Option<String>,
+    /// Labels added to the alert (`severity`).
+    pub labels: BTreeMap<String, String>,
+    /// `summary` and `description`, templated with the series' labels.
+    pub annotations: BTreeMap<String, String>,
+}
+
+fn rule(
+    alert: &str,
+    expr: String,
+    for_: Option<&str>,
+    severity: &str,
+    summary: &str,
+    description: String,
+) -> AlertingRule {
+    AlertingRule {
+        alert: alert.into(),
+        expr,
+        for_: for_.map(str::to_string),
+        labels: BTreeMap::from([("severity".to_string(), severity.to_string())]),
+        annotations: BTreeMap::from([
+            ("summary".to_string(), summary.to_string()),
+            ("description".to_string(), description),
+        ]),
+    }
+}
+
+/// The alerting rules of `memcached`: its servers down or missing, connections near the
+/// limit, evictions, items refused for lack of memory and, with `spec.tls.issuerRef`, its
+/// certificate not renewed or not ready.
+pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
+    let name = memcached.name_any();
+    let namespace = memcached.namespace().unwrap_or_default();
+    let servers = format!("namespace=\"{namespace}\",service=\"{name}\"");
+    let object = format!("Memcached {namespace}/{name}");
+    let mut rules = vec![
+        rule(
+            "MemcachedDown",
+            format!("memcached_up{{{servers}}} == 0 or up{{{servers}}} == 0"),
+            Some("1m"),
+            "critical",
+            "A memcached server cannot be reached",
+            format!(
+                "{object}: the server of pod {{{{ $labels.pod }}}} has been unreachable for a \
+                 minute (its exporter cannot reach it, or Prometheus cannot scrape the exporter)."
+            ),
+        ),
+        rule(
+            "MemcachedConnectionsNearLimit",
+            format!(
+                "memcached_current_connections{{{servers}}} / \
+                 memcached_max_connections{{{servers}}} > {CONNECTIONS_NEAR_LIMIT}"
+            ),
+            Some("5m"),
+            "warning",
+            "A memcached server is near its connection limit",
+            format!(
+                "{object}: pod {{{{ $labels.pod }}}} has used more than {}% of \
+                 spec.memcached.maxConnections for 5 minutes; new connections are refused at \
+                 the limit.",
+                CONNECTIONS_NEAR_LIMIT * 100.0
+            ),
+        ),
+        rule(
+            "MemcachedEvicting",
+            format!("rate(memcached_items_evicted_total{{{servers}}}[5m]) > 0"),
+            Some("15m"),
+            "warning",
+            "A memcached server keeps evicting items",
+            format!(
+                "{object}: pod {{{{ $labels.pod }}}} has evicted items that had not expired for \
+                 15 minutes: its item memory (spec.memcached.memoryLimitMB) is too small for \
+                 what clients store."
+            ),
+        ),
+        rule(
+            "MemcachedOutOfMemory",
+            format!("increase(memcached_item_no_memory_total{{{servers}}}[5m]) > 0"),
+            None,
+            "warning",
+            "A memcached server refused items for lack of memory",
+            format!(
+                "{object}: pod {{{{ $labels.pod }}}} could not store items for lack of memory in \
+                 the last 5 minutes (SERVER_ERROR out of memory to clients)."
+            ),
+        ),
+    ];
+    let replicas = memcached.spec.replicas.unwrap_or_default();
+    if replicas > 0 {
+        rules.insert(
+            1,
+            rule(
+                "MemcachedServersMissing",
+                format!("(count(memcached_up{{{servers}}} == 1) or vector(0)) < {replicas}"),
+                Some("5m"),
+                "warning",
+                "Fewer memcached servers answer than the Memcached asks for",
+                format!(
+                    "{object}: {{{{ $value }}}} of {replicas} servers have answered for 5 \
+                     minutes."
+                ),
+            ),
+        );
+    }
+    if memcached
+        .spec
+        .tls
+        .as_ref()
+        .is_some_and(|tls| tls.issuer_ref.is_some())
+    {
+        let certificate = format!("namespace=\"{namespace}\",name=\"{name}\"");
+        rules.push(rule(
+            "MemcachedCertificateExpiresSoon",
+            format!(
+                "certmanager_certificate_expiration_timestamp_seconds{{{certificate}}} - time() \
+                 < {} * 86400",
+                CERTIFICATE_EXPIRY_DAYS
+            ),
+            Some("10m"),
+            "critical",
+            "The memcached servers' certificate expires soon",
+            format!(
+                "{object}: the Certificate cert-manager keeps for it expires in less than \
+                 {CERTIFICATE_EXPIRY_DAYS} days and has not been renewed."
+            ),
+        ));
+        rules.push(rule(
+            "MemcachedCertificateNotReady",
+            format!(
+                "certmanager_certificate_ready_status{{{certificate},condition=\"False\"}} == 1"
+            ),
+            Some("15m"),
+            "warning",
+            "The memcached servers' certificate is not ready",
+            format!(
+                "{object}: the Certificate cert-manager keeps for it has not been Ready for 15 \
+                 minutes (kubectl describe certificate {name} -n {namespace})."
+            ),
+        ));
+    }
+    vec![RuleGroup {
+        name: format!("memcached.{namespace}.{name}"),
+        rules,
+    }]
+}
+
+/// The PrometheusRule of a monitored Memcached: its alerting rules, labelled as its other
+/// children.
+pub fn desired_prometheus_rule(memcached: &Memcached) -> Option<PrometheusRule> {
+    memcached.spec.monitoring.as_ref()?;
+    Some(PrometheusRule {
+        metadata: metadata(memcached),
+        spec: PrometheusRuleSpec {
+            groups: alerting_rules(memcached),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1beta1::{IssuerRef, MemcachedSpec, MonitoringSpec, TlsSpec};
+    use crate::fixtures::memcached;
+
+    fn monitored(replicas: i32, issuer: bool) -> Memcached {
+        let mut object = memcached(
+            "cache",
+            MemcachedSpec {
+                replicas: Some(replicas),
+                monitoring: Some(MonitoringSpec::default()),
+                tls: issuer.then(|| TlsSpec {
+                    secret_name: Some("cache-tls".into()),
+                    issuer_ref: Some(IssuerRef {
+                        name: "cache-ca".into(),
+                        ..IssuerRef::default()
+                    }),
+                    ..TlsSpec::default()
+                }),
+                ..MemcachedSpec::default()
+            },
+        );
+        object.metadata.namespace = Some("shop".into());
+        object
+    }
+
+    fn alerts(object: &Memcached) -> Vec<String> {
+        alerting_rules(object)
+            .into_iter()
+            .flat_map(|group| group.rules)
+            .map(|rule| rule.alert)
+            .collect()
+    }
+
+    #[test]
+    fn every_monitored_memcached_gets_the_server_alerts_and_issuer_ones_with_an_issuer() {
+        assert_eq!(
+            alerts(&monitored(3, false)),
+            [
+                "MemcachedDown",
+                "MemcachedServersMissing",
+                "MemcachedConnectionsNearLimit",
+                "MemcachedEvicting",
+                "MemcachedOutOfMemory"
+            ]
+        );
+        assert_eq!(
+            alerts(&monitored(0, true)),
+            [
+                "MemcachedDown",
+                "MemcachedConnectionsNearLimit",
+                "MemcachedEvicting",
+                "MemcachedOutOfMemory",
+                "MemcachedCertificateExpiresSoon",
+                "MemcachedCertificateNotReady"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_rules_select_this_memcacheds_servers_only() {
+        for group in alerting_rules(&monitored(3, true)) {
+            assert_eq!(group.name, "memcached.shop.cache");
+            for rule in group.rules {
+                assert!(
+                    rule.expr.contains("namespace=\"shop\"")
+                        && (rule.expr.contains("service=\"cache\"")
+                            || rule.expr.contains("name=\"cache\"")),
+                    "{}: {}",
+                    rule.alert,
+                    rule.expr
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_monitored_memcached_gets_a_prometheus_rule() {
+        let rule = desired_prometheus_rule(&monitored(3, false)).expect("monitored");
+        assert_eq!(rule.metadata.name.as_deref(), Some("cache"));
+        let mut unmonitored = monitored(3, false);
+        unmonitored.spec.monitoring = None;
+        assert!(desired_prometheus_rule(&unmonitored).is_none());
+    }
+}

@@ -1,0 +1,150 @@
+//! Checks the alerting rules the operator writes for a monitored Memcached with Prometheus's
+//! own promtool (`hack/tools.sh promtool`): `promtool check rules` on them, and `promtool
+//! test rules` on the unit tests in `memcached.test.yaml`, which must fire every alert the
+//! rules hold; and has promtool's parser read every query of the Grafana dashboard the
+//! packager writes (`make validate` runs that one). A plain `cargo test` lists these as
+//! ignored (they need .tools/bin/promtool); `make test` runs them.
+
+use std::path::Path;
+use std::process::Command;
+
+use memcached_operator::api::v1beta1::{
+    IssuerRef, Memcached, MemcachedSpec, MonitoringSpec, TlsSpec,
+};
+use memcached_operator::controller::desired::children::prometheus_rule::alerting_rules;
+use memcached_packager::dashboard;
+use serde_json::{Value, json};
+use testkit::repository;
+
+/// The Memcached the unit tests are written for: "cache" in "shop", 3 replicas, monitored,
+/// its certificate from a cert-manager Issuer.
+fn memcached() -> Memcached {
+    let mut object = Memcached::new(
+        "cache",
+        MemcachedSpec {
+            replicas: Some(3),
+            monitoring: Some(MonitoringSpec::default()),
+            tls: Some(TlsSpec {
+                secret_name: Some("cache-tls".into()),
+                issuer_ref: Some(IssuerRef {
+                    name: "cache-ca".into(),
+                    ..IssuerRef::default()
+                }),
+                ..TlsSpec::default()
+            }),
+            ..MemcachedSpec::default()
+        },
+    );
+    object.metadata.namespace = Some("shop".into());
+    object
+}
+
+fn promtool(args: &[&str], dir: &Path) -> String {
+    let promtool = repository::tool("promtool");
+    let output = Command::new(&promtool)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} (hack/tools.sh promtool): {e}",
+                promtool.display()
+            )
+        });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "promtool {}:\n{text}",
+        args.join(" ")
+    );
+    text
+}
+
+/// The alert names the unit tests expect to fire at least once.
+fn alerts_tested(tests: &Value) -> Vec<String> {
+    let mut fired: Vec<String> = tests["tests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|test| {
+            test["alert_rule_test"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|case| {
+            case["exp_alerts"]
+                .as_array()
+                .is_some_and(|alerts| !alerts.is_empty())
+        })
+        .filter_map(|case| case["alertname"].as_str().map(str::to_string))
+        .collect();
+    fired.sort();
+    fired.dedup();
+    fired
+}
+
+#[test]
+#[ignore = "needs .tools/bin/promtool (hack/tools.sh promtool): make test"]
+fn every_alert_passes_promtools_unit_tests() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let groups = alerting_rules(&memcached());
+    let rules = json!({ "groups": groups });
+    // JSON is YAML: promtool reads it as the rule file the PrometheusRule's spec holds.
+    std::fs::write(dir.path().join("rules.yaml"), rules.to_string()).expect("rules written");
+    let source = repository::root().join("tests/alerts/memcached.test.yaml");
+    let text = std::fs::read_to_string(&source).expect("the unit tests read");
+    std::fs::write(dir.path().join("memcached.test.yaml"), &text).expect("tests copied");
+
+    let checked = promtool(&["check", "rules", "rules.yaml"], dir.path());
+    assert!(checked.contains("SUCCESS"), "{checked}");
+
+    let tests = memcached_packager::yaml::documents(&text)
+        .expect("the unit tests are YAML")
+        .into_iter()
+        .next()
+        .expect("one document");
+    let mut written: Vec<String> = groups
+        .iter()
+        .flat_map(|group| group.rules.iter().map(|rule| rule.alert.clone()))
+        .collect();
+    written.sort();
+    assert_eq!(
+        alerts_tested(&tests),
+        written,
+        "every alert the rules hold is tested firing, and no other"
+    );
+
+    let tested = promtool(&["test", "rules", "memcached.test.yaml"], dir.path());
+    assert!(tested.contains("SUCCESS"), "{tested}");
+}
+
+#[test]
+#[ignore = "needs .tools/bin/promtool (hack/tools.sh promtool): make validate"]
+fn the_dashboards_queries_are_promql_that_promtool_reads() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // Each query as a recording rule, its Grafana variables replaced by values, so that
+    // `promtool check rules` parses it with Prometheus's own parser.
+    let rules: Vec<Value> = dashboard::queries()
+        .iter()
+        .enumerate()
+        .map(|(index, query)| {
+            json!({
+                "record": format!("dashboard:query_{index}"),
+                "expr": query.replace("$namespace", "shop").replace("$memcached", "cache|other"),
+            })
+        })
+        .collect();
+    assert!(!rules.is_empty());
+    let file = json!({"groups": [{"name": "dashboard", "rules": rules}]});
+    std::fs::write(dir.path().join("dashboard.yaml"), file.to_string()).expect("written");
+    let checked = promtool(&["check", "rules", "dashboard.yaml"], dir.path());
+    assert!(
+        checked.contains(&format!("SUCCESS: {} rules found", rules.len())),
+        "{checked}"
+    );
+}

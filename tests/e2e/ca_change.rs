@@ -1,0 +1,158 @@
+//! Shows a CA change under client-certificate verification without a restart: the real
+//! memcached (Debian's, from `hack/tools.sh memcached`) requires client certificates
+//! (`ssl_verify_mode=2`), the operator's certificate refresher (`memcached-operator
+//! refresh-certs`) watches its files, and a new CA is added to `ca.crt` before the server's
+//! certificate is replaced by one the new CA signed. The new CA's clients are served once
+//! `ca.crt` changed (the refresher sent `refresh_certs` for `ca.crt` alone), the new
+//! certificate is then presented, the old CA's clients stay served throughout, and memcached
+//! is never restarted.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use testkit::memcache::{Connection, Tls};
+use testkit::memcache::{PORT_FILE_VARIABLE, reported_port};
+use testkit::pki::{Ca, KeyForm, Leaf};
+use tokio::process::{Child, Command};
+
+use crate::cluster::{Env, eventually};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Writes `name` in `dir` as the kubelet updates a Secret's files: whole, at once.
+fn write(dir: &Path, name: &str, contents: &str) {
+    let staged = dir.join(format!(".{name}.new"));
+    std::fs::write(&staged, contents).expect("written");
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o644)).expect("readable");
+    std::fs::rename(&staged, dir.join(name)).expect("renamed into place");
+}
+
+fn install(dir: &Path, server: &Leaf, ca_pem: &str) {
+    write(dir, "tls.key", &server.key_pem);
+    write(dir, "tls.crt", &server.cert_pem);
+    write(dir, "ca.crt", ca_pem);
+}
+
+/// Whether a client presenting `client`'s certificate is served (`version` answered), and the
+/// serial of the certificate the server presented.
+async fn served(port: u16, trust: &str, client: &Leaf) -> Result<String, String> {
+    let tls = Tls::new(trust, "127.0.0.1", Some(client));
+    let address = ([127, 0, 0, 1], port).into();
+    let mut connection = Connection::open(address, Some(&tls)).await?;
+    let reply = connection.command("version\r\n").await?;
+    if !reply.starts_with("VERSION ") {
+        return Err(format!("version answered {reply:?}"));
+    }
+    connection
+        .serial
+        .ok_or_else(|| "no server certificate".into())
+}
+
+fn spawn(program: &str, args: &[String], env: &[(&str, &std::path::Path)]) -> Child {
+    Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {program}: {e}"))
+}
+
+pub async fn a_new_ca_is_trusted_before_certificates_it_signs_are_presented(_env: Arc<Env>) {
+    let (old_ca, new_ca) = (Ca::root_named("old CA"), Ca::root_named("new CA"));
+    let both = format!("{}{}", old_ca.pem, new_ca.pem);
+    let (old_client, new_client) = (
+        old_ca.serving(KeyForm::EcPkcs8),
+        new_ca.serving(KeyForm::EcPkcs8),
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("the directory is readable");
+    let first = old_ca.serving(KeyForm::EcPkcs8);
+    install(dir.path(), &first, &old_ca.pem);
+
+    // memcached writes it once it runs as nobody: the directory must let it.
+    let ports = tempfile::tempdir().expect("a directory for memcached's port file");
+    std::fs::set_permissions(ports.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("the port file's directory is writable");
+    let port_file = ports.path().join("ports");
+    let files = |name: &str| dir.path().join(name).display().to_string();
+    let mut memcached_args: Vec<String> = ["-p", "-1", "-U", "0", "-l", "127.0.0.1", "-Z", "-o"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    memcached_args.push(format!(
+        "ssl_chain_cert={},ssl_key={},ssl_ca_cert={},ssl_verify_mode=2",
+        files("tls.crt"),
+        files("tls.key"),
+        files("ca.crt")
+    ));
+    if std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0) {
+        memcached_args.extend(["-u".to_string(), "nobody".to_string()]);
+    }
+    let mut memcached = spawn(
+        "memcached",
+        &memcached_args,
+        &[(PORT_FILE_VARIABLE, &port_file)],
+    );
+    let port = eventually("memcached reports the port it listens on", WAIT, || async {
+        reported_port(&port_file)
+    })
+    .await;
+    let refresher_args: Vec<String> = [
+        "refresh-certs".to_string(),
+        format!("--cert-dir={}", dir.path().display()),
+        format!("--port={port}"),
+        "--interval=1s".to_string(),
+    ]
+    .into();
+    let _refresher = spawn(
+        env!("CARGO_BIN_EXE_memcached-operator"),
+        &refresher_args,
+        &[],
+    );
+
+    let serial = eventually("memcached serves the old CA's client", WAIT, || async {
+        served(port, &both, &old_client).await.ok()
+    })
+    .await;
+    assert_eq!(serial, first.serial);
+    let refused = served(port, &both, &new_client).await;
+    assert!(
+        refused.is_err(),
+        "the new CA's client is refused: {refused:?}"
+    );
+
+    // The new CA joins ca.crt; the certificate stays.
+    write(dir.path(), "ca.crt", &both);
+    eventually("memcached serves the new CA's client too", WAIT, || async {
+        served(port, &both, &new_client).await.ok()
+    })
+    .await;
+    served(port, &both, &old_client)
+        .await
+        .expect("the old CA's client is still served");
+
+    // Only now the certificate the new CA signed.
+    let second = new_ca.serving(KeyForm::EcPkcs8);
+    install(dir.path(), &second, &both);
+    eventually("memcached presents the new certificate", WAIT, || async {
+        let serial = served(port, &both, &old_client).await.ok()?;
+        (serial == second.serial).then_some(())
+    })
+    .await;
+    for (who, client) in [("old", &old_client), ("new", &new_client)] {
+        let serial = served(port, &both, client)
+            .await
+            .unwrap_or_else(|e| panic!("the {who} CA's client: {e}"));
+        assert_eq!(serial, second.serial);
+    }
+    assert!(
+        memcached.try_wait().expect("memcached's status").is_none(),
+        "memcached was never restarted"
+    );
+}
