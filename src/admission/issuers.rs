@@ -14,7 +14,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::Violation;
+use super::violation::Violation;
 use crate::api::v1beta1::{IssuerRef, MemcachedSpec};
 
 /// The environment variable that holds the setting.

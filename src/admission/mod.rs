@@ -7,6 +7,7 @@
 pub mod defaults;
 pub mod issuers;
 pub mod validate;
+pub mod violation;
 
 pub use defaults::{Defaults, default_spec};
 pub use issuers::AllowedIssuers;

@@ -24,10 +24,9 @@ use crate::api::{DELETION_PROTECTION_ANNOTATION, PLURAL};
 mod image;
 mod monitoring;
 mod security;
-mod violation;
 
 use self::image::check_image;
-pub use self::violation::{Denial, Violation, Warnings};
+pub use super::violation::{Denial, Violation, Warnings};
 
 /// The longest name a Memcached may have: its StatefulSet's pods carry a
 /// `controller-revision-hash` label of `<name>-<10 characters>`, and labels stop at 63.

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::violation::{Violation, Warnings};
+use crate::admission::violation::{Violation, Warnings};
 
 /// What an image reference is worth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::image::check_image;
 use super::security::check_sources;
-use super::violation::{Violation, Warnings};
+use crate::admission::violation::{Violation, Warnings};
 use crate::api::v1beta1::{DEFAULT_METRICS_PORT, DEFAULT_PORT, MemcachedSpec};
 
 /// A Prometheus duration's grammar, compiled once: the CRD's own pattern.

@@ -9,7 +9,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
 use regex::Regex;
 
 use super::image::check_image;
-use super::violation::{Violation, Warnings};
+use crate::admission::violation::{Violation, Warnings};
 use crate::api::v1beta1::{
     ClientAuth, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
 };
