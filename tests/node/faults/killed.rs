@@ -1,5 +1,5 @@
 //! memcached's container ended by the kernel: SIGKILL from this machine, and the out-of-memory
-//! killer once the node's memory is full. The kubelet starts the container again in the same
+//! killer once its container's memory is full. The kubelet starts the container again in the same
 //! pod, the Memcached's status passes through not-ready and back to Available, the operator's
 //! Events on the Memcached say which server ended, how, and that it was restarted, and the
 //! operator's own replicas stay up.
@@ -10,18 +10,15 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use testkit::containers::main_pid;
 
 use super::{memcached_status, ready_server, server, small_spec};
-use crate::cluster::{Env, WAIT, busybox_pod, eventually, host};
+use crate::cluster::{Env, WAIT, eventually, host};
 use testkit::memcache::Connection;
-
-/// The node's pods' memory cgroup (the kubelet's `cgroupRoot`, hack/lib/node-config.sh).
-const NODE_MEMORY: &str = "/sys/fs/cgroup/memory/memcached-operator-node";
 
 pub async fn a_killed_memcached_is_restarted_and_the_status_and_events_follow(env: Arc<Env>) {
     let namespace = env.create_namespace("fault-kill").await;
@@ -57,66 +54,32 @@ pub async fn a_killed_memcached_is_restarted_and_the_status_and_events_follow(en
 
 pub async fn memcached_out_of_memory_is_restarted_and_the_operator_stays_up(env: Arc<Env>) {
     let namespace = env.create_namespace("fault-oom").await;
-    // A server that asks for little memory and uses much: 200 MiB of items on a request of
-    // 24Mi. The kernel's choice of victim weighs what a process uses against what its pod
-    // asked for (the kubelet's oom_score_adj), so it falls on memcached.
     let spec = serde_json::json!({
         "replicas": 1,
         "memcached": { "memoryLimitMB": 256 },
-        "resources": {
-            "requests": { "cpu": "1m", "memory": "24Mi" },
-            "limits": { "memory": "320Mi" },
-        },
+        "resources": { "limits": { "memory": "320Mi" } },
     });
     env.create_memcached(&namespace, "cache", spec).await;
     let pod = ready_server(&env, &namespace, "cache", 0).await;
-    fill(server(&pod), 200).await;
+    let address = server(&pod);
+    fill(address, 0..64).await.expect("64 MiB of items set");
     let operator_before = super::restarts::operator_replicas(&env).await;
     let statuses = follow_status(&env, &namespace, "cache").await;
 
-    // The node's memory full: its pods' cgroup limited to what they use now plus 64 MiB, and
-    // a pod that takes that and 100 MiB more in one allocation (dd's buffer, touched as it
-    // reads), beyond what the node could give back from its file cache. The pod is
-    // Guaranteed, so the kernel's choice of victim falls on the pod whose use most exceeds its
-    // request: memcached's, whose 200 MiB then leave room for the rest, and nothing else is
-    // killed.
-    let limit = NodeMemoryLimit::set_near_usage(Path::new(NODE_MEMORY), 64 << 20);
-    let take = (64 << 20) + limit.file_cache() + (100 << 20);
-    let mut filler = busybox_pod(
-        "filler",
-        &format!(
-            "dd if=/dev/zero of=/dev/null bs={}M count=1 && sleep 3600",
-            take >> 20
-        ),
-        serde_json::json!({}),
-        None,
-    );
-    make_guaranteed(&mut filler, take + (64 << 20));
-    let pods: Api<k8s_openapi::api::core::v1::Pod> =
-        Api::namespaced(env.client.clone(), &namespace);
-    let kills_before = limit.oom_kills();
-    pods.create(&PostParams::default(), &filler)
-        .await
-        .expect("the filler pod");
+    // memcached's container given less memory than its cache grows to: the memory cgroup
+    // runc made for it limited to what it uses now plus 32 MiB (as a container limit set too
+    // close to memoryLimitMB would), then 192 MiB more items set. The kernel's out-of-memory
+    // killer ends the only process in that cgroup, memcached, when it allocates past the
+    // limit; the kubelet starts the container again with the limit of the pod's spec.
+    let pid = main_pid(&pod, "memcached").expect("memcached's process");
+    let cgroup = ContainerMemory::of(pid);
+    let kills_before = cgroup.oom_kills();
+    let limit = cgroup.usage() + (32 << 20);
+    cgroup.limit(limit);
     let filled = Instant::now();
-    let kills = eventually("the node's out-of-memory killer acts", WAIT, || async {
-        let kills = limit.oom_kills();
-        if kills > kills_before {
-            Ok(kills - kills_before)
-        } else {
-            Err(format!(
-                "{} MiB of {} MiB in use",
-                limit.usage() >> 20,
-                limit.limit >> 20
-            ))
-        }
-    })
-    .await;
+    let stopped = fill(address, 64..256).await;
+    let kills = cgroup.oom_kills() - kills_before;
     let full_after = filled.elapsed();
-    pods.delete("filler", &DeleteParams::default().grace_period(0))
-        .await
-        .expect("the filler pod deleted");
-    drop(limit);
 
     let after = ready_server(&env, &namespace, "cache", 1).await;
     let passed = wait_back_to_available(&statuses).await;
@@ -126,14 +89,23 @@ pub async fn memcached_out_of_memory_is_restarted_and_the_operator_stays_up(env:
     let note = restart_event(&env, &namespace, "cache").await;
     let operator_after = super::restarts::operator_replicas(&env).await;
     eprintln!(
-        "figures: the node's memory full after {:.1} s: {kills} process(es) killed for memory, \
-         memcached's container ended {} and was restarted; the status went {}; the Event: \
-         {note}; operator replicas' restarts {operator_before:?} -> {operator_after:?}",
+        "figures: memcached's container limited to {} MiB: the client's sets stopped after \
+         {:.1} s ({stopped:?}); {kills} process(es) killed for memory; the container ended {} \
+         (exit {}) and was restarted; the status went {}; the Event: {note}; operator \
+         replicas' restarts {operator_before:?} -> {operator_after:?}",
+        limit >> 20,
         full_after.as_secs_f64(),
         terminated.reason.as_deref().unwrap_or("?"),
+        terminated.exit_code,
         passed.join(" -> "),
     );
+    assert!(
+        stopped.is_err(),
+        "the sets outgrew the limit without an end: {stopped:?}"
+    );
+    assert_eq!(kills, 1, "the kernel killed memcached for memory");
     assert_eq!(terminated.reason.as_deref(), Some("OOMKilled"));
+    assert_eq!(after.metadata.uid, pod.metadata.uid, "the same pod");
     assert!(
         note.contains("OOMKilled"),
         "the Event says how it ended: {note}"
@@ -144,92 +116,71 @@ pub async fn memcached_out_of_memory_is_restarted_and_the_operator_stays_up(env:
     );
 }
 
-/// Sets `mib` items of 100 KiB on the server at `address`.
-async fn fill(address: std::net::SocketAddr, mib: usize) {
+/// Sets the items of 100 KiB numbered `mib * 10` up to `mibs.end * 10` on the server at
+/// `address`; the first refused or unanswered set ends it, with what went wrong.
+async fn fill(address: std::net::SocketAddr, mibs: std::ops::Range<usize>) -> Result<(), String> {
     let mut connection = Connection::open(address, None)
         .await
-        .unwrap_or_else(|e| panic!("a connection to {address}: {e}"));
+        .map_err(|e| format!("a connection to {address}: {e}"))?;
     let value = "m".repeat(100 << 10);
-    for i in 0..mib * 10 {
-        let stored = connection.set(&format!("fill-{i}"), &value).await;
-        assert_eq!(stored.as_deref(), Ok("STORED\r\n"), "set fill-{i}");
+    for i in mibs.start * 10..mibs.end * 10 {
+        match connection.set(&format!("fill-{i}"), &value).await {
+            Ok(reply) if reply == "STORED\r\n" => {}
+            other => return Err(format!("set fill-{i}: {other:?}")),
+        }
     }
+    Ok(())
 }
 
-/// The pod runs with requests equal to limits (Guaranteed), `memory` bytes of it.
-fn make_guaranteed(pod: &mut k8s_openapi::api::core::v1::Pod, memory: u64) {
-    let mut value = serde_json::to_value(&*pod).expect("a pod as JSON");
-    let resources = serde_json::json!({"cpu": "10m", "memory": memory.to_string()});
-    value["spec"]["containers"][0]["resources"] =
-        serde_json::json!({"requests": resources, "limits": resources});
-    *pod = serde_json::from_value(value).expect("a pod");
-}
-
-/// The node's memory cgroup limited to what its pods use now plus `headroom`, for as long as
-/// this lives; unlimited again when dropped.
-struct NodeMemoryLimit {
+/// The memory cgroup (v1) of one container, found from its process.
+struct ContainerMemory {
     dir: PathBuf,
-    limit: u64,
 }
 
-impl NodeMemoryLimit {
-    fn set_near_usage(dir: &Path, headroom: u64) -> NodeMemoryLimit {
-        let read = |name: &str| -> u64 {
-            let path = dir.join(name);
-            std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-                .trim()
-                .parse()
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        };
-        let limit = read("memory.usage_in_bytes") + headroom;
-        let path = dir.join("memory.limit_in_bytes");
-        std::fs::write(&path, limit.to_string())
-            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-        NodeMemoryLimit {
-            dir: dir.to_path_buf(),
-            limit,
+impl ContainerMemory {
+    fn of(pid: u32) -> ContainerMemory {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/cgroup: {e}"));
+        let path = text
+            .lines()
+            .find_map(|line| {
+                let (_, rest) = line.split_once(':')?;
+                let (controllers, path) = rest.split_once(':')?;
+                controllers
+                    .split(',')
+                    .any(|c| c == "memory")
+                    .then_some(path)
+            })
+            .unwrap_or_else(|| panic!("no memory cgroup for process {pid}: {text}"));
+        ContainerMemory {
+            dir: Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')),
         }
     }
 
-    fn usage(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join("memory.usage_in_bytes"))
-            .ok()
-            .and_then(|text| text.trim().parse().ok())
-            .unwrap_or_default()
+    fn read(&self, file: &str) -> String {
+        let path = self.dir.join(file);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    /// The file cache its pods hold (which the kernel reclaims before it kills).
-    fn file_cache(&self) -> u64 {
-        let stat = std::fs::read_to_string(self.dir.join("memory.stat")).unwrap_or_default();
-        stat.lines()
-            .filter_map(|line| {
-                let (name, value) = line.split_once(' ')?;
-                ["total_active_file", "total_inactive_file"]
-                    .contains(&name)
-                    .then(|| value.trim().parse::<u64>().ok())?
-            })
-            .sum()
+    fn usage(&self) -> u64 {
+        self.read("memory.usage_in_bytes")
+            .trim()
+            .parse()
+            .expect("memory.usage_in_bytes")
+    }
+
+    fn limit(&self, bytes: u64) {
+        let path = self.dir.join("memory.limit_in_bytes");
+        std::fs::write(&path, bytes.to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
 
     /// The kernel's count of processes it killed for memory in this cgroup.
     fn oom_kills(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join("memory.oom_control"))
-            .ok()
-            .and_then(|text| {
-                text.lines()
-                    .find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
-            })
+        self.read("memory.oom_control")
+            .lines()
+            .find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
             .unwrap_or_default()
-    }
-}
-
-impl Drop for NodeMemoryLimit {
-    fn drop(&mut self) {
-        let path = self.dir.join("memory.limit_in_bytes");
-        if let Err(error) = std::fs::write(&path, "-1") {
-            eprintln!("cannot lift the limit {}: {error}", path.display());
-        }
     }
 }
 
