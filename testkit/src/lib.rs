@@ -29,6 +29,7 @@ pub mod handshake;
 pub mod house;
 pub mod images;
 pub mod install_script;
+pub mod lease;
 pub mod loopback;
 pub mod memcache;
 pub mod olm_install;

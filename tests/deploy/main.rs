@@ -5,7 +5,8 @@
 //! Secret; the API server calls their webhooks through the wiring `config/default` declares.
 //!
 //! One deploy serves every scenario (`testkit::scenarios`), started by the first that runs, in
-//! the order listed: the install, the leaf renewal under a stable CA, the self-signed renewal
+//! the order listed: the install, the leaf renewal under a stable CA, the leader's pod deleted
+//! during another such renewal, the self-signed renewal
 //! where the CA changes with the certificate (with the operator's default of waiting for the
 //! caBundles, then without it), and `make undeploy` last. A plain `cargo test` lists them as
 //! ignored (they need .tools and root); `make test` runs them with
@@ -13,6 +14,7 @@
 
 mod cluster;
 mod install;
+mod leader;
 mod renewal;
 mod undeploy;
 
@@ -22,6 +24,7 @@ fn main() {
     let scenarios = testkit::scenarios![
         install::make_deploy_issues_the_certificate_and_wires_every_webhook,
         renewal::renewing_the_leaf_under_a_stable_ca_loses_no_write_and_restarts_nothing,
+        leader::deleting_the_leaders_pod_during_a_renewal_fails_no_write,
         renewal::a_self_signed_renewal_is_served_once_the_ca_bundles_trust_it,
         renewal::without_waiting_for_the_ca_bundles_a_self_signed_renewal_fails_writes,
         undeploy::make_undeploy_removes_everything_it_made,

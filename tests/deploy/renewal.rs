@@ -36,9 +36,9 @@ use crate::install::{certificates, condition};
 
 /// Concurrent writers during a renewal: enough that the API server keeps several connections
 /// to the webhooks and makes new ones while the certificate changes.
-const WRITERS: usize = 8;
+pub(crate) const WRITERS: usize = 8;
 /// How many more writes each writer makes after the new serial is served everywhere.
-const WRITES_AFTER: u64 = 40;
+pub(crate) const WRITES_AFTER: u64 = 40;
 /// How often the timeline looks.
 const POLL: Duration = Duration::from_millis(50);
 /// How long cainjector is held still once the Secret holds the renewed certificate: long
@@ -47,7 +47,7 @@ const HOLD: Duration = Duration::from_secs(3);
 /// How long a renewal may take from its trigger until both replicas serve the new
 /// certificate: the kubelet's sync period (a minute), after which the Secret's files are in the
 /// pods, and then some.
-const RENEWAL_LIMIT: Duration = Duration::from_secs(180);
+pub(crate) const RENEWAL_LIMIT: Duration = Duration::from_secs(180);
 
 /// When each step of a renewal was first seen.
 #[derive(Debug)]
@@ -212,12 +212,12 @@ async fn hold(
 }
 
 /// Whether every replica presented the certificate with `serial`.
-fn every_one_serves(serials: &[Option<String>], serial: &str) -> bool {
+pub(crate) fn every_one_serves(serials: &[Option<String>], serial: &str) -> bool {
     serials.iter().all(|s| s.as_deref() == Some(serial))
 }
 
 /// Starts `WRITERS` writer loops in `namespace`.
-async fn start_writers(env: &Env, namespace: &str) -> Vec<Writer> {
+pub(crate) async fn start_writers(env: &Env, namespace: &str) -> Vec<Writer> {
     let mut writers = Vec::new();
     for i in 0..WRITERS {
         writers.push(Writer::start(&env.client, namespace, &format!("written-{i}")).await);
@@ -226,7 +226,7 @@ async fn start_writers(env: &Env, namespace: &str) -> Vec<Writer> {
 }
 
 /// Stops the writers; returns every write's outcome, merged.
-async fn stop_writers(writers: Vec<Writer>) -> Tally {
+pub(crate) async fn stop_writers(writers: Vec<Writer>) -> Tally {
     let mut all = Tally::default();
     for writer in writers {
         let tally = writer.stop().await;
@@ -244,7 +244,7 @@ fn processes(pods: &[Pod]) -> Vec<Option<u32>> {
 
 /// Waits until the serving Secret is what every caBundle trusts and every replica serves it;
 /// returns it.
-async fn settled(env: &Env, pods: &[Pod]) -> Issued {
+pub(crate) async fn settled(env: &Env, pods: &[Pod]) -> Issued {
     eventually(
         "every caBundle trusts the Secret's CA and every replica serves its certificate",
         WAIT,

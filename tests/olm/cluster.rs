@@ -6,11 +6,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use testkit::control_plane::{ControlPlane, Node};
 use testkit::olm_install::{Installed, install};
 
@@ -112,18 +110,12 @@ impl Env {
         pods
     }
 
-    /// The operator's leader Lease.
-    pub async fn lease(&self) -> Lease {
-        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.installed.namespace);
-        api.get(DEFAULT_LEASE_NAME)
-            .await
-            .unwrap_or_else(|e| panic!("Lease {DEFAULT_LEASE_NAME}: {e}"))
-    }
-
-    /// The name of the pod whose replica holds the lease (the identity is `POD_PID_RANDOM`).
+    /// The name of the pod whose replica holds the lease.
     pub async fn leader_pod(&self) -> Option<String> {
-        let identity = self.lease().await.spec?.holder_identity?;
-        identity.split('_').next().map(str::to_string)
+        let holder = testkit::lease::holder(&self.client, &self.installed.namespace)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        holder.pod().map(str::to_string)
     }
 
     /// Runs the project's kubectl against the control plane; returns (success, stdout,

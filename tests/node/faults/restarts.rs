@@ -9,13 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use memcached_operator::api::{GROUP, STORAGE_VERSION};
-use memcached_operator::manager::DEFAULT_LEASE_NAME;
 use testkit::containers::main_pid;
 
 use super::{
@@ -96,17 +94,10 @@ async fn previous_logs<'a>(env: &Env, pods: impl Iterator<Item = &'a str>) -> St
 
 /// The operator's Lease holder and its transitions.
 async fn lease(env: &Env) -> (String, i32) {
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.deployed.namespace);
-    let spec = leases
-        .get(DEFAULT_LEASE_NAME)
+    let holder = testkit::lease::holder(&env.client, &env.deployed.namespace)
         .await
-        .unwrap_or_else(|e| panic!("the operator's lease: {e}"))
-        .spec
-        .unwrap_or_default();
-    (
-        spec.holder_identity.unwrap_or_default(),
-        spec.lease_transitions.unwrap_or_default(),
-    )
+        .unwrap_or_else(|e| panic!("the operator's lease: {e}"));
+    (holder.identity, holder.transitions)
 }
 
 /// Creates [`MEMCACHEDS`] Memcacheds, restarting `daemon` once a third are created, and
