@@ -47,7 +47,10 @@ impl<E> Shared<E> {
         Fut: Future<Output = Result<E, String>>,
     {
         if let Shared::NotStarted = self {
-            *self = match runtime.block_on(start()) {
+            let began = Instant::now();
+            let started = runtime.block_on(start());
+            eprintln!("(the environment: {:.1} s)", began.elapsed().as_secs_f64());
+            *self = match started {
                 Ok(env) => Shared::Running(Arc::new(env)),
                 Err(reason) => {
                     *self = Shared::Failed;
@@ -64,8 +67,9 @@ impl<E> Shared<E> {
     }
 }
 
-/// Runs `scenarios` (filtered by the command line) one at a time in order, on an environment
-/// made by `start`, drops the environment inside the runtime, and exits with libtest's code.
+/// Runs `scenarios` (filtered by the command line) one at a time in order, each saying how
+/// long it took once it passed, on an environment made by `start` (its start timed too),
+/// drops the environment inside the runtime, and exits with libtest's code.
 pub fn run<E, F, Fut>(start: F, scenarios: Vec<(&'static str, Scenario<E>)>) -> !
 where
     E: Send + Sync + 'static,
@@ -95,7 +99,9 @@ where
                         Failed::from("a scenario panicked while starting the environment")
                     })?
                     .get(&handle, start)?;
+                let began = Instant::now();
                 handle.block_on(scenario(env));
+                eprintln!("({name}: {:.1} s)", began.elapsed().as_secs_f64());
                 Ok(())
             })
             // A plain `cargo test` ignores it: needs .tools (make test).
