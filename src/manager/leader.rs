@@ -252,9 +252,7 @@ impl Elector {
                 spec.acquire_time
             },
             renew_time: Some(now),
-            lease_transitions: Some(
-                spec.lease_transitions.unwrap_or(0) + i32::from(taking_over && holder.is_some()),
-            ),
+            lease_transitions: Some(spec.lease_transitions.unwrap_or(0) + i32::from(taking_over)),
             ..spec
         });
         match self
@@ -373,6 +371,59 @@ mod tests {
             }
         });
         Api::namespaced(kube::Client::new(service, "ns"), "ns")
+    }
+
+    /// A fake API server holding a Lease released by its holder (no holder, as `release`
+    /// leaves it) with `transitions`; records the body of every replace in `written`.
+    fn api_with_released_lease(
+        transitions: i32,
+        written: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    ) -> Api<Lease> {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let written = written.clone();
+            async move {
+                let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease", "metadata": {"name": "lease", "namespace": "ns",
+                    "resourceVersion": "7"},
+                    "spec": {"leaseDurationSeconds": 1, "leaseTransitions": transitions,
+                    "renewTime": "2026-01-01T00:00:00.000000Z"}});
+                let body = if request.method() == http::Method::PUT {
+                    let bytes = http_body_util::BodyExt::collect(request.into_body())
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    let body: serde_json::Value =
+                        serde_json::from_slice(&bytes).unwrap_or_default();
+                    written.lock().map(|mut w| w.push(body.clone())).ok();
+                    body
+                } else {
+                    lease
+                };
+                let body = kube::client::Body::from(serde_json::to_vec(&body).unwrap_or_default());
+                http::Response::builder()
+                    .status(200)
+                    .body(body)
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        Api::namespaced(kube::Client::new(service, "ns"), "ns")
+    }
+
+    #[tokio::test]
+    async fn taking_a_released_lease_counts_a_transition_as_client_go_does() {
+        let written = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut elector = Elector::new(
+            api_with_released_lease(2, written.clone()),
+            "lease",
+            "me",
+            Timing::default(),
+        );
+        let attempt = elector.try_acquire_or_renew().await;
+        assert!(matches!(attempt, Ok(Attempt::Held)), "{attempt:?}");
+        let written = written.lock().expect("the writes").clone();
+        assert_eq!(written.len(), 1, "one replace: {written:?}");
+        assert_eq!(written[0]["spec"]["holderIdentity"], "me");
+        assert_eq!(written[0]["spec"]["leaseTransitions"], 3);
     }
 
     #[tokio::test(start_paused = true)]
