@@ -126,7 +126,12 @@ async fn fill(address: std::net::SocketAddr, mibs: std::ops::Range<usize>) -> Re
     for i in mibs.start * 10..mibs.end * 10 {
         match connection.set(&format!("fill-{i}"), &value).await {
             Ok(reply) if reply == "STORED\r\n" => {}
-            other => return Err(format!("set fill-{i}: {other:?}")),
+            Ok(reply) => return Err(format!("set fill-{i}: {}", reply.trim_end())),
+            // The error quotes the request, a value of 100 KiB: its first words say enough.
+            Err(error) => {
+                let error: String = error.to_string().chars().take(80).collect();
+                return Err(format!("set fill-{i}: {error}..."));
+            }
         }
     }
     Ok(())
