@@ -232,6 +232,19 @@ pub async fn a_user_with_only_memcached_rights_is_refused_a_cluster_issuer(env: 
         .delete_collection(&DeleteParams::default(), &ours)
         .await
         .expect("validating webhook removed");
+    // The API server drops a removed webhook when its own watch of the configurations sees
+    // the delete: a dry run of the same create says when.
+    eventually(
+        "the API server no longer calls the removed webhooks",
+        WAIT,
+        || async {
+            api.create(&dry_run, &Memcached::new("shared", cluster_issuer.clone()))
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        },
+    )
+    .await;
     let created = api
         .create(
             &PostParams::default(),
@@ -241,6 +254,27 @@ pub async fn a_user_with_only_memcached_rights_is_refused_a_cluster_issuer(env: 
     let restored = env.install_wiring().await;
     created.expect("without webhooks the API server admits it");
     restored.expect("the wiring is restored");
+    // The scenarios after this one count on the webhooks: wait until the API server calls
+    // them again.
+    eventually(
+        "the API server calls the restored webhooks",
+        WAIT,
+        || async {
+            match api
+                .create(
+                    &dry_run,
+                    &Memcached::new("shared-again", cluster_issuer.clone()),
+                )
+                .await
+            {
+                Err(kube::Error::Api(status)) if status.message.contains(DENIED_BY_VALIDATOR) => {
+                    Ok(())
+                }
+                other => Err(format!("a dry run: {other:?}")),
+            }
+        },
+    )
+    .await;
     let (reason, message) = degraded(&api, "shared").await;
     assert_eq!(reason, "InvalidSpec");
     assert_eq!(message, expected);
