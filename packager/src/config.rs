@@ -18,25 +18,25 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount, ServicePort, ServiceSpec};
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
-};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::bundle::crd_file_name;
+use super::certificates::{
+    ca_certificate, ca_injection_patch, ca_issuer, certificate, selfsigned_issuer,
+};
 use super::deployment;
 use super::files::{Files, FilesError};
 use super::monitoring::{metrics_reader_role, metrics_service, service_monitor};
 use super::network_policy;
-use super::release;
 use super::yaml::to_yaml;
 use super::{production_sample, samples};
+use super::{release, roles};
 use memcached_operator::webhook::{self, WebhookKind};
-use memcached_operator::{api, operator, rbac};
+use memcached_operator::{api, operator};
 
 /// The namespace the operator is installed into.
 pub const NAMESPACE: &str = release::SUGGESTED_NAMESPACE;
@@ -69,10 +69,7 @@ pub const MANAGER_ROLE_NAME: &str = "memcached-operator-manager-role";
 pub const LEADER_ELECTION_ROLE_NAME: &str = "memcached-operator-leader-election-role";
 /// Where controller-runtime (and the operator) read the serving certificate.
 pub const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
-/// The annotation cert-manager's CA injector reads.
-const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
-
-fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+pub(crate) fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         namespace: namespace.map(str::to_string),
@@ -85,7 +82,7 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
 }
 
 /// Metadata of a namespaced object that k8s-openapi has no type for.
-fn meta_value(name: &str) -> Value {
+pub(crate) fn meta_value(name: &str) -> Value {
     json!({
         "name": name,
         "namespace": NAMESPACE,
@@ -195,7 +192,7 @@ pub fn webhook_service() -> Service {
 }
 
 /// The patch that makes the CRD convert through the webhook.
-fn crd_conversion_patch() -> Value {
+pub fn crd_conversion_patch() -> Value {
     let conversion = webhook::webhook(WebhookKind::Conversion);
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -216,76 +213,8 @@ fn crd_conversion_patch() -> Value {
     })
 }
 
-fn ca_injection_patch(api_version: &str, kind: &str, name: &str) -> Value {
-    json!({
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {
-            "name": name,
-            "annotations": {INJECT_CA_FROM: format!("{NAMESPACE}/{CERTIFICATE_NAME}")},
-        },
-    })
-}
-
-/// The self-signed Issuer: it signs the CA only.
-fn selfsigned_issuer() -> Value {
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Issuer",
-        "metadata": meta_value(ISSUER_NAME),
-        "spec": {"selfSigned": {}},
-    })
-}
-
-/// The CA: self-signed, long-lived, renewed with the same key (`rotationPolicy: Never`), so
-/// that a leaf it signed still verifies against the renewed CA.
-fn ca_certificate() -> Value {
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Certificate",
-        "metadata": meta_value(CA_CERTIFICATE_NAME),
-        "spec": {
-            "isCA": true,
-            "commonName": CA_CERTIFICATE_NAME,
-            "duration": CA_DURATION,
-            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Never"},
-            "issuerRef": {"kind": "Issuer", "name": ISSUER_NAME},
-            "secretName": CA_CERTIFICATE_NAME,
-        },
-    })
-}
-
-/// The CA Issuer: signs the serving certificate with the CA's key.
-fn ca_issuer() -> Value {
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Issuer",
-        "metadata": meta_value(CA_ISSUER_NAME),
-        "spec": {"ca": {"secretName": CA_CERTIFICATE_NAME}},
-    })
-}
-
-/// The serving certificate, signed by the CA Issuer, with a new key at every renewal. Its
-/// renewals never change the CA, so the caBundles cainjector wrote stay valid throughout.
-fn certificate() -> Value {
-    json!({
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Certificate",
-        "metadata": meta_value(CERTIFICATE_NAME),
-        "spec": {
-            "dnsNames": [
-                format!("{WEBHOOK_SERVICE_NAME}.{NAMESPACE}.svc"),
-                format!("{WEBHOOK_SERVICE_NAME}.{NAMESPACE}.svc.cluster.local"),
-            ],
-            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
-            "issuerRef": {"kind": "Issuer", "name": CA_ISSUER_NAME},
-            "secretName": CERTIFICATE_SECRET_NAME,
-        },
-    })
-}
-
 /// The patch that mounts the certificate where the webhook server reads it.
-fn manager_webhook_patch() -> Value {
+pub fn manager_webhook_patch() -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -300,64 +229,23 @@ fn manager_webhook_patch() -> Value {
     })
 }
 
-fn subject() -> Subject {
-    Subject {
-        kind: "ServiceAccount".to_string(),
-        name: operator::SERVICE_ACCOUNT_NAME.to_string(),
-        namespace: Some(NAMESPACE.to_string()),
-        ..Subject::default()
-    }
-}
-
-fn role_ref(kind: &str, name: &str) -> RoleRef {
-    RoleRef {
-        api_group: "rbac.authorization.k8s.io".to_string(),
-        kind: kind.to_string(),
-        name: name.to_string(),
-    }
-}
-
 fn rbac_files(files: &mut Files) -> Result<(), FilesError> {
     files.yaml(
         "config/rbac/service_account.yaml",
-        &ServiceAccount {
-            metadata: meta(operator::SERVICE_ACCOUNT_NAME, Some(NAMESPACE)),
-            ..ServiceAccount::default()
-        },
+        &roles::service_account(),
     )?;
-    files.yaml(
-        "config/rbac/role.yaml",
-        &ClusterRole {
-            metadata: meta(MANAGER_ROLE_NAME, None),
-            rules: Some(rbac::cluster_rules()),
-            ..ClusterRole::default()
-        },
-    )?;
+    files.yaml("config/rbac/role.yaml", &roles::manager_role())?;
     files.yaml(
         "config/rbac/role_binding.yaml",
-        &ClusterRoleBinding {
-            metadata: meta(&format!("{MANAGER_ROLE_NAME}binding"), None),
-            role_ref: role_ref("ClusterRole", MANAGER_ROLE_NAME),
-            subjects: Some(vec![subject()]),
-        },
+        &roles::manager_role_binding(),
     )?;
     files.yaml(
         "config/rbac/leader_election_role.yaml",
-        &Role {
-            metadata: meta(LEADER_ELECTION_ROLE_NAME, Some(NAMESPACE)),
-            rules: Some(rbac::namespaced_rules()),
-        },
+        &roles::leader_election_role(),
     )?;
     files.yaml(
         "config/rbac/leader_election_role_binding.yaml",
-        &RoleBinding {
-            metadata: meta(
-                &format!("{LEADER_ELECTION_ROLE_NAME}binding"),
-                Some(NAMESPACE),
-            ),
-            role_ref: role_ref("Role", LEADER_ELECTION_ROLE_NAME),
-            subjects: Some(vec![subject()]),
-        },
+        &roles::leader_election_role_binding(),
     )?;
     files.yaml(
         "config/rbac/metrics_reader_role.yaml",

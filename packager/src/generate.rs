@@ -1,5 +1,5 @@
 //! Generates every manifest from the declarations: builds the CRD and CSV, refuses them if
-//! they break an OLM rule, renders `bundle/`, `catalog/` and `config/` in memory and only then
+//! they break an OLM rule, renders `bundle/`, `catalog/`, `config/` and the Helm chart in memory and only then
 //! writes them.
 //!
 //! A refused generation writes nothing. A successful one is byte-identical for the same
@@ -14,7 +14,7 @@ use super::bundle::{self, Options};
 use super::csv::ClusterServiceVersion;
 use super::files::{Files, FilesError};
 use super::rules::{self, CrdFacts, Routes, Violation};
-use super::{catalog, config, dashboard};
+use super::{catalog, chart, config, dashboard};
 use memcached_operator::{api, webhook};
 
 /// Why nothing was generated.
@@ -77,6 +77,7 @@ impl Plan {
         files.extend(catalog::files(&self.csv, &self.options.bundle_image)?)?;
         files.extend(config::files(&self.crd, &self.options.image)?)?;
         files.extend(dashboard::files()?)?;
+        files.extend(chart::files(&self.crd, &self.options)?)?;
         Ok(files)
     }
 

@@ -10,6 +10,8 @@
 
 pub mod bundle;
 pub mod catalog;
+pub mod certificates;
+pub mod chart;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -23,6 +25,7 @@ pub mod monitoring;
 pub mod network_policy;
 pub mod production_sample;
 pub mod release;
+pub mod roles;
 pub mod rules;
 pub mod samples;
 pub mod yaml;

@@ -83,7 +83,7 @@ fn committed_files_are_what_the_generator_writes() {
     generate_into(out.path());
     let generated = tree(out.path());
     let mut committed = BTreeMap::new();
-    for dir in ["bundle", "catalog", "config"] {
+    for dir in ["bundle", "catalog", "config", "charts"] {
         for (path, bytes) in tree(&repo().join(dir)) {
             committed.insert(format!("{dir}/{path}"), bytes);
         }
@@ -132,7 +132,8 @@ fn source_date_epoch_sets_created_at() {
 fn every_generated_file_parses_back_as_yaml() {
     let files = plan().render().expect("renders");
     for (path, text) in files.iter() {
-        if path.ends_with(".yaml") {
+        // The chart's templates are YAML only once Helm has rendered them (tests/chart.rs).
+        if path.ends_with(".yaml") && !path.contains("/templates/") {
             let docs = yaml::documents(text).unwrap_or_else(|e| panic!("{path}: {e}"));
             assert_eq!(docs.len(), 1, "{path}");
         }
