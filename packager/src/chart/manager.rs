@@ -87,10 +87,11 @@ fn environment(template: &mut Template, container: &mut Value) {
     }));
 }
 
-/// Appends the items of `patch`'s list `key` to `target`'s.
-fn append(target: &mut Value, patch: &Value, key: &str) {
+/// Puts the items of `patch`'s list `key` before `target`'s, as kustomize's strategic merge
+/// of `config/default`'s patch does.
+fn prepend(target: &mut Value, patch: &Value, key: &str) {
     if let (Some(list), Some(more)) = (target[key].as_array_mut(), patch[key].as_array()) {
-        list.extend(more.iter().cloned());
+        list.splice(0..0, more.iter().cloned());
     }
 }
 
@@ -109,9 +110,9 @@ pub fn deployment(template: &mut Template) -> Result<Value, serde_json::Error> {
     spec["replicas"] = template.scalar(".Values.replicaCount");
     let patch = &manager_webhook_patch()["spec"]["template"]["spec"];
     let pod = &mut spec["template"]["spec"];
-    append(pod, patch, "volumes");
+    prepend(pod, patch, "volumes");
     let container = &mut pod["containers"][0];
-    append(container, &patch["containers"][0], "volumeMounts");
+    prepend(container, &patch["containers"][0], "volumeMounts");
     container["image"] = template.scalar(&format!("{IMAGE} | quote"));
     container["imagePullPolicy"] = template.scalar(".Values.image.pullPolicy | quote");
     arguments(template, container);

@@ -35,9 +35,16 @@ pub fn integer(description: &str, minimum: i64, maximum: Option<u64>) -> Value {
     schema
 }
 
-/// A number of at least `minimum`.
-pub fn number(description: &str, minimum: f64) -> Value {
-    json!({"type": "number", "minimum": minimum, "description": description})
+/// A number of at least 0, or the same written as a string: `helm --set` passes `2.5` as a
+/// string (it parses only integers), and the operator's flag takes either.
+pub fn decimal(description: &str) -> Value {
+    json!({
+        "anyOf": [
+            {"type": "number", "minimum": 0},
+            {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?$"},
+        ],
+        "description": description,
+    })
 }
 
 /// A map of strings to strings (labels, a node selector).

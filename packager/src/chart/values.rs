@@ -13,7 +13,7 @@ use super::super::deployment;
 use super::super::yaml::{YamlError, to_yaml};
 use super::flags::{UnknownFlag, default_of, number_default, possible_values};
 use super::schema::{
-    boolean, closed, integer, kubernetes, kubernetes_list, non_empty, number, one_of, string,
+    boolean, closed, decimal, integer, kubernetes, kubernetes_list, non_empty, one_of, string,
     string_map,
 };
 use memcached_operator::operator;
@@ -234,7 +234,7 @@ fn operator_flags() -> Result<Vec<Setting>, UnknownFlag> {
                 leaf(
                     "kubeApiQps",
                     number_default("kube-api-qps")?,
-                    number("API requests a second on average (0: no bound)", 0.0),
+                    decimal("API requests a second on average (0: no bound)"),
                 ),
                 leaf(
                     "kubeApiBurst",
