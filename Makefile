@@ -133,7 +133,7 @@ olm: test-tools
 	hack/olm.sh start
 
 # ==== OLM packaging: images, bundle, catalog, install (generator) ====================
-# Everything under bundle/, catalog/ and config/ (and bundle.Dockerfile, catalog.Dockerfile)
+# Everything under bundle/, catalog/, config/ and charts/ (and bundle.Dockerfile, catalog.Dockerfile)
 # is written by `memcached-packager generate`; edit the Rust declarations, not the YAML.
 
 CARGO_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -166,7 +166,7 @@ check-version:
 	  echo "VERSION=$(VERSION) but Cargo.toml says $(CARGO_VERSION): bump Cargo.toml and"; \
 	  echo "RELEASES in packager/src/release.rs, then run make bundle"; exit 1; }
 
-## generate: rewrite bundle/, catalog/, config/ and the bundle and catalog Dockerfiles.
+## generate: rewrite bundle/, catalog/, config/, charts/ and the bundle and catalog Dockerfiles.
 generate:
 	$(GENERATE)
 
