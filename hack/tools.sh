@@ -246,6 +246,24 @@ install_tool() {
   log "installed $tool $(version_of "$tool") in $((SECONDS - start))s"
 }
 
+# install_locked TOOL: installs TOOL holding a lock of its own (.tools/locks/TOOL; Debian's
+# packages share one, as apt-get would refuse a second dpkg), so that two hack/tools.sh (make
+# -j, make test's build jobs, a test starting the control plane meanwhile) never build the
+# same tool at once, yet build different ones side by side. One that finds the lock taken
+# waits, then uses what the other installed. Up-to-date tools take no lock.
+install_locked() {
+  local tool="$1" lock="$1" fd
+  [[ " ${SYSTEM_TOOLS[*]} " != *" $tool "* ]] || lock=debian
+  mkdir -p "$BIN" "$STAMPS" "$TOOLS/locks"
+  exec {fd}>"$TOOLS/locks/$lock"
+  if ! flock -n "$fd"; then
+    log "waiting for another hack/tools.sh installing $tool..."
+    flock "$fd"
+  fi
+  is_installed "$tool" || install_tool "$tool"
+  exec {fd}>&-
+}
+
 main() {
   local tools=() tool up_to_date=() arg
   for arg in "$@"; do
@@ -267,25 +285,11 @@ main() {
   done
   ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
 
-  local missing=()
-  for tool in "${tools[@]}"; do
-    is_installed "$tool" || missing+=("$tool")
-  done
-  if ((${#missing[@]})); then
-    mkdir -p "$BIN" "$STAMPS"
-    # One installer at a time (make -j, or a test starting the control plane meanwhile):
-    # the others wait, then find the tools installed. Up-to-date tools take no lock.
-    exec 9>"$TOOLS/.lock"
-    if ! flock -n 9; then
-      log "waiting for another hack/tools.sh to finish..."
-      flock 9
-    fi
-  fi
   for tool in "${tools[@]}"; do
     if is_installed "$tool"; then
       up_to_date+=("$tool $(version_of "$tool")")
     else
-      install_tool "$tool"
+      install_locked "$tool"
     fi
   done
   if ((${#up_to_date[@]})); then

@@ -128,7 +128,7 @@ build_cert_manager() {
   module="$(module_of cert-manager)"
   v="$(version_of cert-manager)"
   check_requirements cert-manager
-  is_installed helm || install_tool helm
+  is_installed helm || install_locked helm
   log "building cert-manager's controller and cainjector $v (a few minutes on a cold cache)..."
   # Kept after a failure, for a look; removed by the next build and after a good one.
   scratch="$TOOLS/cert-manager/build"
@@ -324,7 +324,11 @@ cargo_install() {
   log "building $crate $version from crates.io (a few minutes on a cold cache)..."
   scratch="$(mktemp -d "$TOOLS/cargo-build.XXXXXX")"
   # --root puts the binary in .tools/bin and cargo's install records beside it in .tools/.
-  if ! env -u CARGO_TARGET_DIR -u RUSTFLAGS -u RUSTC_BOOTSTRAP cargo install --quiet --locked \
+  # The crate's release profile is overridden (cargo's CARGO_PROFILE_RELEASE_* settings, which
+  # take precedence over its Cargo.toml): cargo-deny's asks for fat LTO in one codegen unit,
+  # which a tool that runs for seconds does not need, at a cost in build time.
+  if ! env -u CARGO_TARGET_DIR -u RUSTFLAGS -u RUSTC_BOOTSTRAP CARGO_PROFILE_RELEASE_LTO=off \
+    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo install --quiet --locked \
     --force --root "$TOOLS" --target-dir "$scratch" "$crate@$version"; then
     rm -rf "$scratch"
     die "cargo install $crate@$version failed"
