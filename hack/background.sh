@@ -4,14 +4,18 @@
 # control plane), and on two cores a build the later steps need can use what they leave idle
 # instead of running after them.
 #
-# Usage: hack/background.sh start NAME COMMAND...   start COMMAND as job NAME
-#        hack/background.sh wait NAME               wait for job NAME; fail as it failed, and
-#                                                   print its log then (no job NAME: return)
+# Usage: hack/background.sh start [--nice N] NAME COMMAND...
+#                                     start COMMAND as job NAME, at nice N (default 19)
+#        hack/background.sh wait NAME  wait for job NAME; fail as it failed, and print its log
+#                                     then (no job NAME: return at once)
+#        hack/background.sh stop NAME...  stop the jobs NAME that still run (their process
+#                                     groups), as a failed run does before it ends
 #
-# The job runs in a session of its own whose scheduling group has nice 19 (with autogroup
+# The job runs in a session of its own whose scheduling group has nice N (with autogroup
 # scheduling a process's nice only ranks it within its session; sched(7), "The autogroup
-# feature"), under nice 19 and the idle I/O class, so the tests' own processes, whatever
-# session they run in, come first. Its log is target/background/NAME.log.
+# feature"), under nice N, and at nice 19 in the idle I/O class, so the tests' own processes,
+# whatever session they run in, come first; a lower N ranks a job the next step waits for
+# above one a later step waits for. Its log is target/background/NAME.log.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -48,27 +52,47 @@ $(tail -n 40 "$DIR/$name.log" 2>/dev/null)"
 
 case "${1:-}" in
   start)
-    (($# >= 3)) || die "usage: $0 start NAME COMMAND..."
-    name="$2"
-    shift 2
+    shift
+    niceness=19
+    if [[ "${1:-}" == --nice ]]; then
+      [[ "${2:-}" =~ ^[0-9]+$ ]] && (($2 <= 19)) || die "--nice wants 0 to 19, not '${2:-}'"
+      niceness="$2"
+      shift 2
+    fi
+    (($# >= 2)) || die "usage: $0 start [--nice N] NAME COMMAND..."
+    name="$1"
+    shift
     mkdir -p "$DIR"
     # A job of that name left running by an interrupted run is waited for, not doubled.
     wait_for "$name" || true
     rm -f "$DIR/$name.status"
     # setsid: a session, and so a scheduling group, of its own; its nice is the job's.
     # shellcheck disable=SC2016 # expanded by the job's shell, from its arguments
+    io_class=(-c 2 -n 7)
+    ((niceness < 19)) || io_class=(-c 3)
     setsid --wait bash -c '
-      echo 19 >/proc/self/autogroup 2>/dev/null || true
+      echo "$2" >/proc/self/autogroup 2>/dev/null || true
       status=0
-      nice -n 19 ionice -c 3 "${@:2}" || status=$?
+      nice -n "$2" ionice $3 "${@:4}" || status=$?
       echo "$status" >"$1.status.tmp" && mv "$1.status.tmp" "$1.status"
-    ' background "$DIR/$name" "$@" </dev/null >"$DIR/$name.log" 2>&1 &
+    ' background "$DIR/$name" "$niceness" "${io_class[*]}" "$@" </dev/null >"$DIR/$name.log" 2>&1 &
     echo $! >"$DIR/$name.pid"
-    echo "background: started $name: $* (log: $DIR/$name.log)" >&2
+    echo "background: started $name at nice $niceness: $* (log: $DIR/$name.log)" >&2
     ;;
   wait)
     (($# == 2)) || die "usage: $0 wait NAME"
     wait_for "$2"
     ;;
-  *) die "usage: $0 start NAME COMMAND... | wait NAME" ;;
+  stop)
+    shift
+    for name in "$@"; do
+      [[ -f "$DIR/$name.pid" ]] || continue
+      pid="$(cat "$DIR/$name.pid")"
+      if kill -TERM -- "-$pid" 2>/dev/null; then
+        echo "background: stopped $name (log: $DIR/$name.log)" >&2
+      fi
+      rm -f "$DIR/$name.pid" "$DIR/$name.status"
+    done
+    ;;
+  *) die "usage: $0 start [--nice N] NAME COMMAND... | wait NAME | stop NAME..." ;;
 esac
