@@ -9,7 +9,8 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run olm test test-full test-under-load lint fmt-check clippy house test-rust tools test-tools deny tool-cargo-deny
+.PHONY: help build run olm test test-full test-under-load lint fmt-check clippy clippy-workspace clippy-fuzz house \
+	test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
 help:
@@ -30,9 +31,12 @@ tools:
 # Prometheus's promtool (the alerting rules' unit tests), and
 # Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools (buildah,
 # skopeo, registry).
+# E2E_TOOLS are what the alerting rules' tests and tests/e2e need, NODE_TOOLS what the suites
+# on the real node add.
+E2E_TOOLS := memcached node images kube etcd helm cert-manager openshift-api prometheus-operator promtool
+NODE_TOOLS := containerd coredns kustomize olm opm grpc-health-probe memcached-exporter
 test-tools:
-	hack/tools.sh kube etcd containerd coredns kustomize olm helm cert-manager openshift-api prometheus-operator opm \
-	  grpc-health-probe memcached-exporter promtool memcached node images
+	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
 
 ## lint: rustfmt and clippy, warnings as errors, and the house rules (`make house`).
 lint: fmt-check clippy house
@@ -46,9 +50,14 @@ fmt-check:
 house:
 	$(CARGO) test --locked --test house
 
-# The fuzz targets too, in the operator's target directory: they share its checked crates.
-clippy:
+## clippy: the workspace's crates and the fuzz targets (clippy-fuzz), warnings as errors.
+clippy: clippy-workspace clippy-fuzz
+
+clippy-workspace:
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+# In the operator's target directory, where the crates it shares with the workspace are kept.
+clippy-fuzz:
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml --target-dir "$${CARGO_TARGET_DIR:-target}" \
 	  -- -D warnings
 
@@ -59,20 +68,23 @@ clippy:
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
 ## cert-manager (deploy), through the real OLM (olm), and the node's own (node); after each
 ## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites leave a core
-## idle most of the time: the operator's release binary (which deploy's images hold) and,
-## under make test, what validate and fuzz-smoke build (BUILD_AHEAD) are built beside them at
-## idle priority (hack/background.sh).
+## idle most of the time, so what a later step needs is built beside the earlier ones
+## (hack/background.sh): the operator's release binary (which deploy's images hold) beside
+## tests/e2e, and under make test the tools themselves (TOOL_JOBS) from the start.
 LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on this machine" && \
   hack/node.sh leftovers || { echo "the suite's clusters left the above behind"; exit 1; }
-test-rust: test-tools
+test-rust:
 	$(CARGO) test --locked --workspace
-	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
 	$(CARGO) build --locked --workspace --bins
-	hack/background.sh start operator-binary hack/images.sh operator-binary
+	hack/background.sh wait e2e-tools
+	hack/tools.sh $(E2E_TOOLS)
+	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
+	hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
 	$(LEFTOVERS)
+	hack/background.sh wait node-tools
+	hack/tools.sh $(NODE_TOOLS)
 	hack/background.sh wait operator-binary
-	@[ -z '$(BUILD_AHEAD)' ] || hack/background.sh start ahead bash -c '$(BUILD_AHEAD)'
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
 	$(LEFTOVERS)
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
@@ -92,9 +104,21 @@ test-under-load: test-tools
 ## minutes together), so that a cold run stays within the hour; make test-full runs them.
 NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 
-## test: everything CI runs.
-test: BUILD_AHEAD = hack/tools.sh cargo-fuzz operator-sdk hadolint && hack/fuzz.sh build
-test: lint deny test-rust validate fuzz-smoke
+## test: everything CI runs. The tools build from the start, beside the lints and the Rust
+## builds (hack/background.sh; each job's log is in target/background/): first what tests/e2e
+## needs (at nice 0, as the lints), then the node's (nice 10), then what deny, validate and
+## fuzz-smoke need, with the fuzz targets' lints and build (nice 19); each step waits for
+## the job that builds what it uses.
+TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
+  hack/background.sh start --nice 10 node-tools hack/tools.sh $(NODE_TOOLS) && \
+  hack/background.sh start ahead bash -c 'hack/tools.sh cargo-deny cargo-fuzz operator-sdk hadolint && \
+    $(MAKE) --no-print-directory clippy-fuzz && hack/fuzz.sh build'
+TEST_STEPS = fmt-check clippy-workspace house test-rust deny validate fuzz-smoke
+test:
+	@$(TOOL_JOBS)
+	@echo "make $(TEST_STEPS)"
+	@$(MAKE) --no-print-directory $(TEST_STEPS) || \
+	  { status=$$?; hack/background.sh stop e2e-tools node-tools ahead operator-binary; exit $$status; }
 
 ## test-full: make test with every drill of tests/node, the two slowest too.
 test-full:
