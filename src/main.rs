@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::sidecar::{refresher, relay, reloader};
+use memcached_operator::sidecar::{install, refresher, relay, supervisor};
 use memcached_operator::{manager, telemetry};
 
 /// Exit code of a subcommand that failed.
@@ -38,12 +38,16 @@ enum Command {
     /// Runs beside memcached in its pod: brings a renewed certificate into the running server
     /// (`refresh_certs`) without restarting it.
     RefreshCerts(refresher::RefreshArgs),
-    /// Runs beside memcached in its pod: has the running server reread a changed auth file
-    /// (SIGHUP) without restarting it.
-    ReloadAuth(reloader::ReloadArgs),
     /// Runs beside memcached in its pod: lets memcached_exporter read the statistics of a
     /// server that requires authentication, and nothing else.
     RelayStats(relay::RelayArgs),
+    /// Runs in memcached's container as its first process: starts memcached, passes signals
+    /// on to it, has it reread a changed auth file (SIGHUP) that it accepts, and exits as it
+    /// did.
+    Supervise(supervisor::SuperviseArgs),
+    /// Runs as an init container of memcached's pod: copies this binary where memcached's
+    /// container runs it as the supervisor.
+    InstallSupervisor(install::InstallArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,19 +70,39 @@ fn main() -> ExitCode {
                 .await
                 .context("certificate refresher")
         }),
-        Command::ReloadAuth(args) => until_signalled(|shutdown| async move {
-            reloader::run(args, shutdown)
-                .await
-                .context("credentials reloader")
-        }),
         Command::RelayStats(args) => until_signalled(|shutdown| async move {
             relay::run(args, shutdown).await.context("stats relay")
         }),
+        Command::Supervise(args) => return supervise(args),
+        Command::InstallSupervisor(args) => install::run(&args)
+            .map(|_| ())
+            .context("supervisor installer"),
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!(error = telemetry::describe(error.as_ref()), "exiting");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// Runs memcached under the supervisor, on a runtime of one thread; exits as memcached did.
+fn supervise(args: supervisor::SuperviseArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    match runtime.block_on(supervisor::run(args)) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            tracing::error!(error = telemetry::describe(&error), "exiting");
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -163,15 +187,18 @@ mod tests {
     fn the_operator_binary_has_only_the_subcommands_that_run_in_a_cluster() {
         let command = Cli::command();
         let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
-        // refresh-certs, reload-auth and relay-stats run in memcached's pods, beside its servers.
+        // The others run in memcached's pods: beside its servers (refresh-certs,
+        // relay-stats), as their first process (supervise) or before them
+        // (install-supervisor).
         assert_eq!(
             names,
             [
                 "run",
                 "webhooks",
                 "refresh-certs",
-                "reload-auth",
-                "relay-stats"
+                "relay-stats",
+                "supervise",
+                "install-supervisor"
             ]
         );
         assert!(command.get_version().is_some(), "--version is offered");

@@ -1,11 +1,15 @@
-//! The helpers that run beside memcached in its pods, from the operator's own image, and deal
-//! only with their own pod's server: the certificate refresher (`refresh-certs`), which brings
-//! a renewed certificate into a running server, the credentials reloader (`reload-auth`),
-//! which has it reread a changed auth file, and the stats relay (`relay-stats`), which lets
-//! memcached_exporter read the statistics of a server that requires authentication. None has
-//! Kubernetes credentials; all read only the files mounted into the pod.
+//! What runs in memcached's pods from the operator's own image, and deals only with its own
+//! pod's server: the certificate refresher (`refresh-certs`), which brings a renewed
+//! certificate into a running server; the stats relay (`relay-stats`), which lets
+//! memcached_exporter read the statistics of a server it could not read itself; and, for a
+//! server with authentication, the supervisor (`supervise`), which runs memcached as its child
+//! inside memcached's own container, passes signals on and has it reread a changed auth file,
+//! with the installer (`install-supervisor`) that copies the binary there. None has
+//! Kubernetes credentials; all read only the files mounted into their own container.
 
+pub mod auth_watch;
+pub mod install;
 pub mod refresher;
 pub mod relay;
-pub mod reloader;
 pub mod session;
+pub mod supervisor;

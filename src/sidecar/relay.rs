@@ -1,17 +1,21 @@
-//! Lets memcached_exporter read the statistics of a server that requires authentication: the
-//! `relay-stats` subcommand, run in each memcached pod as a native sidecar when monitoring and
-//! authentication are both on.
+//! Lets memcached_exporter read the statistics of a server that requires authentication or
+//! client certificates, without holding the credentials or the server's key: the
+//! `relay-stats` subcommand, run in each memcached pod as a native sidecar when monitoring is
+//! on and the server asks for either.
 //!
-//! memcached_exporter's client has no way to send memcached's ASCII authentication. The relay
-//! listens on a Unix socket in a volume only the pod's containers mount, so nothing on the
-//! network reaches it. For each connection it opens one to its own pod's server on loopback
-//! (over TLS when the server serves TLS, offering the Secret's certificate as memcached's own
-//! clients would), authenticates with the auth file's first credentials (read anew for every
-//! connection, so changed credentials are used from the next scrape on), and then passes on
-//! only the commands the exporter sends: `stats`, `stats settings`, `stats slabs`,
+//! memcached_exporter's client has no way to send memcached's ASCII authentication, and would
+//! need the Secret's key to present a client certificate. The relay listens on a Unix socket in
+//! a volume only it and the exporter mount, so nothing on the network reaches it; the socket
+//! is open to every user (mode 0666), since the exporter runs as a user of its own. For each
+//! connection it opens one to its own pod's server on loopback (over TLS when the server
+//! serves TLS, offering the Secret's certificate as memcached's own clients would),
+//! authenticates with the auth file's first credentials when it is given one (read anew for
+//! every connection, so changed credentials are used from the next scrape on), and then
+//! passes on only the commands the exporter sends: `stats`, `stats settings`, `stats slabs`,
 //! `stats items`, and `version`. Any other command is answered with a `CLIENT_ERROR` and never
 //! reaches the server, so the socket gives no access to the cached items.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::Duration;
@@ -36,6 +40,10 @@ pub const RELAYED_COMMANDS: [&str; 5] = [
     "version",
 ];
 
+/// The socket's mode: any user may connect (the exporter runs as a user of its own); only
+/// the exporter's and the relay's containers mount its directory.
+pub const SOCKET_MODE: u32 = 0o666;
+
 /// The longest command line read from a client; the relayed commands are far shorter.
 const MAX_COMMAND: u64 = 64;
 /// How long the server may take to answer one command.
@@ -48,9 +56,10 @@ pub struct RelayArgs {
     #[arg(long)]
     pub listen: PathBuf,
 
-    /// memcached's auth file; its first credentials authenticate every relayed connection.
+    /// memcached's auth file, when the server requires authentication; its first credentials
+    /// authenticate every relayed connection.
     #[arg(long)]
-    pub auth_file: PathBuf,
+    pub auth_file: Option<PathBuf>,
 
     /// memcached's client port on the pod's loopback.
     #[arg(long, default_value_t = 11211, value_parser = clap::value_parser!(u16).range(1..))]
@@ -95,6 +104,8 @@ pub async fn run(
         _ => {}
     }
     let listener = UnixListener::bind(&args.listen).map_err(listen_failed)?;
+    std::fs::set_permissions(&args.listen, std::fs::Permissions::from_mode(SOCKET_MODE))
+        .map_err(listen_failed)?;
     info!(listen = %args.listen.display(), port = args.port, tls = args.cert_dir.is_some(), "relaying statistics commands");
     loop {
         let accepted = tokio::select! {
@@ -207,7 +218,7 @@ async fn open(args: &RelayArgs) -> Result<BufReader<Box<dyn Duplex>>, SessionErr
         Some(cert_dir) => {
             let files = Files {
                 cert_dir: cert_dir.clone(),
-                auth_file: Some(args.auth_file.clone()),
+                auth_file: args.auth_file.clone(),
                 port,
             };
             let own = files.certificate().await?;
@@ -224,8 +235,10 @@ async fn open(args: &RelayArgs) -> Result<BufReader<Box<dyn Duplex>>, SessionErr
         ),
     };
     let mut stream = BufReader::new(stream);
-    let credentials = session::first_credentials(&args.auth_file).await?;
-    session::authenticate(&mut stream, port, &credentials).await?;
+    if let Some(auth_file) = &args.auth_file {
+        let credentials = session::first_credentials(auth_file).await?;
+        session::authenticate(&mut stream, port, &credentials).await?;
+    }
     Ok(stream)
 }
 
@@ -290,7 +303,7 @@ mod tests {
         let socket = dir.path().join("stats.sock");
         let args = RelayArgs {
             listen: socket.clone(),
-            auth_file,
+            auth_file: Some(auth_file),
             port,
             cert_dir: None,
         };
@@ -307,6 +320,11 @@ mod tests {
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         };
+        let mode = std::fs::metadata(&socket)
+            .expect("the socket")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, SOCKET_MODE, "any user may connect");
         let mut client = BufReader::new(client);
         let mut ask = async |request: &str, lines: usize| {
             client
@@ -342,10 +360,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn without_an_auth_file_statistics_pass_with_no_credentials_sent() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let (port, server) = fake_memcached().await;
+        let socket = dir.path().join("stats.sock");
+        let args = RelayArgs {
+            listen: socket.clone(),
+            auth_file: None,
+            port,
+            cert_dir: None,
+        };
+        let relay = tokio::spawn(run(args, Box::pin(std::future::pending())));
+        let client = loop {
+            match UnixStream::connect(&socket).await {
+                Ok(client) => break client,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let mut client = BufReader::new(client);
+        client
+            .get_mut()
+            .write_all(b"stats\r\n")
+            .await
+            .expect("sends");
+        let mut reply = String::new();
+        for _ in 0..3 {
+            client.read_line(&mut reply).await.expect("reads");
+        }
+        assert_eq!(reply, "STAT pid 1\r\nSTAT curr_items 3\r\nEND\r\n");
+        drop(client);
+        assert_eq!(server.await.expect("the server ends"), ["stats"]);
+        relay.abort();
+    }
+
+    #[tokio::test]
     async fn a_socket_path_that_cannot_be_made_stops_the_relay_with_its_name() {
         let args = RelayArgs {
             listen: PathBuf::from("/nonexistent/relay/stats.sock"),
-            auth_file: PathBuf::from("/nonexistent/authfile"),
+            auth_file: Some(PathBuf::from("/nonexistent/authfile")),
             port: 11211,
             cert_dir: None,
         };

@@ -130,6 +130,28 @@ pub fn main_pid(pod: &Pod, container: &str) -> Result<u32, ContainerError> {
     })
 }
 
+/// The process id of memcached itself in `pod`'s memcached container: the container's main
+/// process, or, under the supervisor (a server with authentication), its child named
+/// `memcached`.
+pub fn memcached_pid(pod: &Pod) -> Result<u32, ContainerError> {
+    let main = main_pid(pod, "memcached")?;
+    let beside =
+        crate::access::processes_beside(main).map_err(|error| ContainerError::Unexpected {
+            path: PathBuf::from(format!("/proc/{main}/ns/pid")),
+            what: "process namespace",
+            text: error,
+        })?;
+    beside
+        .iter()
+        .find(|(_, comm)| comm == "memcached")
+        .map(|(pid, _)| *pid)
+        .ok_or_else(|| ContainerError::Unexpected {
+            path: PathBuf::from(format!("/proc/{main}")),
+            what: "memcached process in its namespace",
+            text: format!("{beside:?}"),
+        })
+}
+
 /// The process id of the operator's container (`operator::CONTAINER_NAME`) in `pod`: its
 /// entrypoint, as containerd started it; `None` when the pod runs none.
 pub fn operator_process(pod: &Pod) -> Option<u32> {

@@ -2,7 +2,8 @@
 //! PKI and the file layouts OLM and the kubelet mount certificates in, a TLS client and a
 //! handshake prober, the operator as a child process, the review bodies the API server sends,
 //! a local control plane (with or without a real node), the images built for that node, what
-//! its containers run as and wrote, and the installs through `make deploy` and the real OLM.
+//! its containers run as and wrote, what a user may open and signal on it, and the installs
+//! through `make deploy` and the real OLM.
 //!
 //! Nothing here runs in a cluster; the crate is never published. Each module does one job and
 //! takes the operator's own declarations (API group and versions, the webhook table, OLM's
@@ -15,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod captured;
 pub mod cases;
 pub mod cert_layout;

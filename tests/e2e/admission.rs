@@ -350,7 +350,7 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
             .auth
             .as_ref()
             .is_some_and(|a| a.reloader_image.is_some()),
-        "the reloader's image was defaulted"
+        "the supervisor's image was defaulted"
     );
     let monitoring = after.spec.monitoring.as_ref().expect("monitoring survives");
     assert_eq!(monitoring.port, Some(9200));

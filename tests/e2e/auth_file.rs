@@ -71,12 +71,12 @@ fn start(file: &std::path::Path) -> Outcome {
     }
 }
 
-fn running_as_root() -> bool {
+pub fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
 /// Whether memcached on `port` authenticates `credentials`.
-fn authenticates(port: u16, credentials: &Credentials) -> bool {
+pub fn authenticates(port: u16, credentials: &Credentials) -> bool {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("memcached answers");
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -98,7 +98,7 @@ fn authenticates(port: u16, credentials: &Credentials) -> bool {
     }
 }
 
-fn creds(user: &str, password: &str) -> Credentials {
+pub fn creds(user: &str, password: &str) -> Credentials {
     Credentials {
         user: user.into(),
         password: password.into(),

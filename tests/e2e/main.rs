@@ -26,6 +26,7 @@ mod renewal;
 mod resilience;
 mod restricted;
 mod status;
+mod supervisor;
 mod tls_profile;
 
 use crate::cluster::Env;
@@ -41,6 +42,7 @@ fn main() {
         admission::config_default_applies_with_a_server_side_dry_run,
         auth_file::memcached_reads_auth_files_as_the_operator_says,
         ca_change::a_new_ca_is_trusted_before_certificates_it_signs_are_presented,
+        supervisor::the_supervisor_reloads_a_changed_auth_file_and_refuses_one_memcached_would_refuse,
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,

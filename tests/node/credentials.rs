@@ -1,7 +1,7 @@
 //! Changed credentials reach a running memcached without a restart and without losing an
 //! item: the auth Secret of a server is rewritten with new credentials in place of the old
-//! ones; the kubelet brings the new file into the pod, the credentials reloader beside the
-//! server sends memcached SIGHUP, and memcached rereads its auth file. The new credentials are
+//! ones; the kubelet brings the new file into the pod, the supervisor memcached runs under
+//! sends it SIGHUP, and memcached rereads its auth file. The new credentials are
 //! then accepted and the old ones refused, by the same memcached process (container restart
 //! count and process start time), with every item set before still there.
 
@@ -21,7 +21,7 @@ use crate::secured::{create_secret, pod};
 
 const ITEMS: usize = 50;
 /// How long new credentials may take: the kubelet's sync period (about a minute) before the
-/// file changes in the pod, the reloader's interval, memcached's clock tick, and margin.
+/// file changes in the pod, the supervisor's interval, memcached's clock tick, and margin.
 const RELOAD_LIMIT: Duration = Duration::from_secs(240);
 
 pub async fn changed_credentials_reach_the_server_without_a_restart_or_a_lost_item(env: Arc<Env>) {
@@ -58,8 +58,10 @@ pub async fn changed_credentials_reach_the_server_without_a_restart_or_a_lost_it
         .flatten()
         .map(|c| c.name.clone())
         .collect();
-    assert_eq!(sidecars, ["auth-reloader"]);
-    assert_eq!(spec.share_process_namespace, Some(true));
+    // memcached runs under the supervisor the init container installs; no process namespace
+    // is shared.
+    assert_eq!(sidecars, ["install-supervisor"]);
+    assert_eq!(spec.share_process_namespace, None);
     let address = pod_address(&server, 11211);
     let before = identity_of(&server);
     let login = |user: &'static str, password: &'static str| async move {

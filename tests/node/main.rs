@@ -5,7 +5,8 @@
 //! `baseline` unless its namespace opts out, and pulls from no registry but the local one;
 //! memcached's servers answer by the names `status.servers` gives, through the cluster's DNS,
 //! and refuse the clients TLS, client certificates and credentials keep out; their exporter
-//! reports what the clients did; and scorecard's six tests pass on the shipped bundle, run in
+//! reports what the clients did; each of their containers reaches only its own processes and
+//! files; and scorecard's six tests pass on the shipped bundle, run in
 //! pods as certification runs them.
 //!
 //! One environment serves every scenario (`testkit::scenarios`): a control plane with a real
@@ -20,6 +21,7 @@ mod controls;
 mod credentials;
 mod dns;
 mod faults;
+mod isolation;
 mod metrics;
 mod network;
 mod pod_reach;
@@ -42,6 +44,7 @@ fn main() {
         secured::tls_client_certificates_and_credentials_are_required_of_every_client,
         secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
         metrics::the_exporter_reports_what_clients_did_with_tls_and_authentication_on,
+        isolation::each_container_reaches_only_its_own_processes_and_files,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
         credentials::changed_credentials_reach_the_server_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,

@@ -17,7 +17,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use rustls_pki_types::pem::PemObject;
 use serde_json::json;
-use testkit::containers::main_pid;
+use testkit::containers::memcached_pid;
 use testkit::memcache::{Connection, Tls};
 use testkit::procfs::start_ticks;
 
@@ -300,7 +300,7 @@ pub fn identity_of(pod: &Pod) -> Identity {
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|statuses| statuses.iter().find(|c| c.name == "memcached"))
         .map_or(-1, |c| c.restart_count);
-    let pid = main_pid(pod, "memcached")
+    let pid = memcached_pid(pod)
         .unwrap_or_else(|error| panic!("no memcached process in {name}: {error}"));
     let ticks = start_ticks(pid)
         .unwrap_or_else(|error| panic!("no start time of {name}'s memcached: {error}"));

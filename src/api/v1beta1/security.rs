@@ -129,10 +129,11 @@ pub struct AuthSpec {
     #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
     pub secret_name: Option<String>,
 
-    /// The image of the credentials reloader, the sidecar that has the running servers reread
-    /// a changed auth file (`memcached-operator reload-auth`). Defaults to the operator's own
-    /// image at the time authentication is turned on, so that upgrading the operator does not
-    /// restart the servers.
+    /// The image the supervisor is copied from: its init container copies the operator's
+    /// binary into the pod, and memcached's container runs it as its first process
+    /// (`memcached-operator supervise`), supervising memcached and having it reread a changed
+    /// auth file. Defaults to the operator's own image at the time authentication is turned
+    /// on, so that upgrading the operator does not restart the servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512), regex(pattern = cel::IMAGE_REFERENCE_PATTERN))]
     pub reloader_image: Option<String>,

@@ -3,10 +3,12 @@
 //!
 //! Pure functions of a Memcached whose spec has been defaulted; they never talk to the API
 //! server. What secures the clients (TLS, authentication) is in [`security`]; how a server
-//! stops and restarts (preStop, grace period, memory file) is in [`lifecycle`]; its metrics
-//! (the exporter and its relay) are in [`monitoring`]. Every child carries the
-//! `app.kubernetes.io/*` labels and a controller owner reference (with blockOwnerDeletion), so
-//! deleting the Memcached deletes them.
+//! stops and restarts (preStop, grace period, memory file) is in [`lifecycle`]; the
+//! supervisor memcached runs under with authentication is in [`supervision`]; its metrics
+//! (the exporter and its relay) are in [`monitoring`]; who each container runs as is in
+//! [`identity`]. The containers of a pod never share a process namespace. Every child
+//! carries the `app.kubernetes.io/*` labels and a controller owner reference (with
+//! blockOwnerDeletion), so deleting the Memcached deletes them.
 
 use std::collections::BTreeMap;
 
@@ -14,9 +16,9 @@ use k8s_openapi::api::apps::v1::{
     RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecurityContext, Service,
-    ServicePort, ServiceSpec, TCPSocketAction, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, Container, ContainerPort, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Probe, SeccompProfile, Service, ServicePort, ServiceSpec,
+    TCPSocketAction, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -32,12 +34,16 @@ use crate::api::v1beta1::{
 use crate::operator;
 
 pub mod certificate;
+pub mod identity;
 pub mod lifecycle;
 pub mod monitoring;
 pub mod network;
 pub mod prometheus_rule;
 pub mod security;
 pub mod service_monitor;
+pub mod supervision;
+
+pub use identity::{MEMCACHED_IMAGE_UID, Platform};
 
 /// The memcached container's name.
 pub const CONTAINER_NAME: &str = "memcached";
@@ -45,19 +51,6 @@ pub const CONTAINER_NAME: &str = "memcached";
 pub const PORT_NAME: &str = "memcache";
 /// The pod-template annotation holding a hash of memcached's configuration.
 pub const CONFIG_HASH_ANNOTATION: &str = "cache.f2367556.dev/config-hash";
-/// The UID of the `memcache` user in the official memcached images.
-pub const MEMCACHED_IMAGE_UID: i64 = 11211;
-
-/// How pods must run on this cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
-    /// OpenShift: the restricted-v2 SCC assigns a UID from the namespace's range, so none is
-    /// set.
-    OpenShift,
-    /// Other Kubernetes: the official images name their user (`memcache`) rather than number
-    /// it, so the kubelet could not verify `runAsNonRoot`; the image's own UID is set.
-    Kubernetes,
-}
 
 /// The labels every child and every pod carries.
 pub fn labels(memcached: &Memcached) -> BTreeMap<String, String> {
@@ -189,7 +182,7 @@ fn memcached_container(memcached: &Memcached, mounts: Vec<VolumeMount>) -> Conta
     Container {
         name: CONTAINER_NAME.into(),
         image: memcached.spec.image.clone(),
-        command: lifecycle::command(memcached),
+        command: supervision::command(memcached).or_else(|| lifecycle::command(memcached)),
         args: Some(memcached_args(memcached)),
         ports: Some(
             named_ports(memcached)
@@ -202,26 +195,12 @@ fn memcached_container(memcached: &Memcached, mounts: Vec<VolumeMount>) -> Conta
                 .collect(),
         ),
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
-        lifecycle: lifecycle::lifecycle(memcached),
+        lifecycle: lifecycle::lifecycle(memcached, supervision::supervised(memcached)),
         readiness_probe: Some(probe(2, 5)),
         liveness_probe: Some(probe(10, 10)),
         resources: memcached.spec.resources.clone(),
-        security_context: Some(restricted()),
+        security_context: Some(identity::restricted()),
         ..Container::default()
-    }
-}
-
-/// The security context of every container in a memcached pod.
-fn restricted() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            add: None,
-        }),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        ..SecurityContext::default()
     }
 }
 
@@ -267,17 +246,25 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
     let spec = &memcached.spec;
     let (mut volumes, mut mounts) = security::volumes(memcached);
     let secrets = !volumes.is_empty();
-    let refresher = security::refresher(memcached, port(memcached), &mounts, restricted());
-    let reloader = security::reloader(memcached, &mounts, restricted());
+    let refresher = security::refresher(
+        memcached,
+        port(memcached),
+        &mounts,
+        identity::sidecar(identity::REFRESHER, platform),
+    );
     let (monitors, monitor_volumes) =
-        monitoring::sidecars(memcached, port(memcached), &mounts, restricted());
+        monitoring::sidecars(memcached, port(memcached), &mounts, platform);
     volumes.extend(monitor_volumes);
-    let sidecars: Vec<Container> = refresher
+    // The installer first: init containers start in order, and it must end before memcached.
+    let init_containers: Vec<Container> = supervision::installer(memcached)
         .into_iter()
-        .chain(reloader)
+        .chain(refresher)
         .chain(monitors)
         .collect();
-    if let Some((volume, mount)) = lifecycle::volume(memcached) {
+    for (volume, mount) in [lifecycle::volume(memcached), supervision::volume(memcached)]
+        .into_iter()
+        .flatten()
+    {
         volumes.push(volume);
         mounts.push(mount);
     }
@@ -311,7 +298,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    init_containers: (!sidecars.is_empty()).then_some(sidecars),
+                    init_containers: (!init_containers.is_empty()).then_some(init_containers),
                     containers: vec![container],
                     affinity: if user_scheduling {
                         spec.affinity.clone()
@@ -322,7 +309,6 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
                     node_selector: spec.node_selector.clone(),
                     priority_class_name: spec.priority_class_name.clone(),
                     topology_spread_constraints: spec.topology_spread_constraints.clone(),
-                    share_process_namespace: security::shares_processes(memcached).then_some(true),
                     automount_service_account_token: Some(false),
                     enable_service_links: Some(false),
                     termination_grace_period_seconds: Some(lifecycle::grace_period(memcached)),

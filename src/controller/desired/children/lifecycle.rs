@@ -4,14 +4,16 @@
 //!
 //! memcached saves its memory file only when stopped with SIGUSR1; the kubelet stops a
 //! container with SIGTERM (or the image's own stop signal, which the official images leave
-//! unset), on which memcached exits without saving. So the preStop hook sends SIGUSR1 to
-//! memcached, whose pid its start wrote beside the memory file (the container's first process,
-//! or, in a pod that shares one process namespace, whichever pid it got), and waits: memcached
-//! saves and exits, and the kubelet finds the container stopped before its SIGTERM is due.
+//! unset), on which memcached exits without saving. So the preStop hook sends SIGUSR1 and
+//! waits: memcached saves and exits, and the kubelet finds the container stopped before its
+//! SIGTERM is due. Under the supervisor (`children::supervision`), the hook sends it to the
+//! container's first process, the supervisor, which passes it on (and turns a SIGTERM into
+//! SIGUSR1 too); otherwise to memcached, whose pid its start wrote beside the memory file.
 //!
 //! memcached also refuses a memory file saved in the same second it starts in (its saved stop
 //! time must be in the past), and the kubelet may start a container again within that second:
-//! so with a warm restart memcached starts through the image's shell one second late.
+//! so with a warm restart memcached starts one second late, through the image's shell or
+//! under the supervisor.
 
 use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, ExecAction, Lifecycle, LifecycleHandler, SleepAction, Volume, VolumeMount,
@@ -86,8 +88,9 @@ pub fn args(memcached: &Memcached) -> Vec<String> {
 }
 
 /// The memcached container's lifecycle: the graceful stop with a warm restart (after the
-/// delay, if any), else the kubelet's own sleep for the delay, else none.
-pub fn lifecycle(memcached: &Memcached) -> Option<Lifecycle> {
+/// delay, if any), else the kubelet's own sleep for the delay, else none. `supervised` says
+/// whether memcached runs under the supervisor, the container's first process.
+pub fn lifecycle(memcached: &Memcached, supervised: bool) -> Option<Lifecycle> {
     let delay = pre_stop_delay(memcached);
     let handler = if warm_restart(memcached) {
         let wait = if delay > 0 {
@@ -97,10 +100,12 @@ pub fn lifecycle(memcached: &Memcached) -> Option<Lifecycle> {
         };
         // memcached saves and exits; the wait ends with the container.
         // `read` is the shell's own: the image needs no `cat`.
-        let script = format!(
-            "{wait}read -r pid < {PID_FILE}; kill -USR1 \"$pid\"; exec sleep {}",
-            grace_period(memcached)
-        );
+        let stop = if supervised {
+            "kill -USR1 1".to_string()
+        } else {
+            format!("read -r pid < {PID_FILE}; kill -USR1 \"$pid\"")
+        };
+        let script = format!("{wait}{stop}; exec sleep {}", grace_period(memcached));
         LifecycleHandler {
             exec: Some(ExecAction {
                 command: Some(vec!["/bin/sh".into(), "-c".into(), script]),

@@ -2,21 +2,24 @@
 //! sidecar (an init container that keeps running) on the metrics port, and, when clients must
 //! authenticate, the stats relay it reads the server through.
 //!
-//! memcached_exporter reaches its own pod's server on loopback. With TLS it speaks TLS itself,
-//! presenting the Secret's certificate when the server asks for client certificates, and does
-//! not verify the server's name (the server is its own pod's, on loopback, under whatever
-//! names the user's certificate holds). With authentication it cannot log in, so it talks to the
-//! stats relay (`memcached-operator relay-stats`) on a Unix socket in a memory-backed volume of
-//! the pod, and the relay authenticates, over TLS when the server serves it.
+//! memcached_exporter reaches its own pod's server on loopback, and never holds a Secret. With
+//! TLS alone it speaks TLS itself and does not verify the server's name (the server is its own
+//! pod's, on loopback, under whatever names the user's certificate holds). When the server
+//! asks for client certificates (`clientAuth` `Request` or `Require`) or for credentials,
+//! the exporter would need the server's key or the auth file to talk to it, so instead it
+//! talks to the stats relay (`memcached-operator relay-stats`) on a Unix socket in a
+//! memory-backed volume only the two of them mount, and the relay authenticates, over TLS
+//! when the server serves it. Each runs as its own user (`children::identity`).
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, SecurityContext, Volume, VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::security::{self, TLS_DIR};
+use super::identity::{self, EXPORTER, Platform, RELAY};
+use super::security::{self, AUTH_DIR, TLS_DIR};
 use crate::admission::defaults::memory_bound;
-use crate::api::v1beta1::{ClientAuth, DEFAULT_METRICS_PORT, Memcached, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::api::v1beta1::{ClientAuth, DEFAULT_METRICS_PORT, Memcached};
 use crate::operator;
 use crate::sidecar::relay;
 
@@ -40,6 +43,18 @@ pub fn metrics_port(memcached: &Memcached) -> Option<i32> {
     Some(monitoring.port.unwrap_or(DEFAULT_METRICS_PORT))
 }
 
+/// Whether the exporter reads the server through the stats relay: when the server asks for
+/// credentials or client certificates, which the exporter is not given.
+pub fn relayed(memcached: &Memcached) -> bool {
+    let client_auth = memcached
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.client_auth)
+        .unwrap_or_default();
+    memcached.spec.auth.is_some() || client_auth != ClientAuth::None
+}
+
 /// The exporter's and the relay's containers, and the relay's socket volume; nothing when
 /// monitoring is off. `port` is memcached's client port, `secret_mounts` the mounts of the
 /// TLS and authentication Secrets.
@@ -47,7 +62,7 @@ pub fn sidecars(
     memcached: &Memcached,
     port: i32,
     secret_mounts: &[VolumeMount],
-    security: SecurityContext,
+    platform: Platform,
 ) -> (Vec<Container>, Vec<Volume>) {
     let (Some(monitoring), Some(metrics_port)) =
         (&memcached.spec.monitoring, metrics_port(memcached))
@@ -60,7 +75,7 @@ pub fn sidecars(
     let mut exporter_mounts = Vec::new();
     let mut containers = Vec::new();
     let mut volumes = Vec::new();
-    if auth {
+    if relayed(memcached) {
         let socket_mount = VolumeMount {
             name: RELAY_VOLUME.into(),
             mount_path: RELAY_DIR.into(),
@@ -78,13 +93,22 @@ pub fn sidecars(
         let mut relay_args = vec![
             "relay-stats".to_string(),
             format!("--listen={RELAY_DIR}/{RELAY_SOCKET}"),
-            format!("--auth-file={}", security::auth_file()),
             format!("--port={port}"),
         ];
+        if auth {
+            relay_args.push(format!("--auth-file={}", security::auth_file()));
+        }
         if tls.is_some() {
             relay_args.push(format!("--cert-dir={TLS_DIR}"));
         }
-        let mut relay_mounts = secret_mounts.to_vec();
+        let mut relay_mounts: Vec<VolumeMount> = secret_mounts
+            .iter()
+            .filter(|mount| {
+                (tls.is_some() && mount.mount_path == TLS_DIR)
+                    || (auth && mount.mount_path == AUTH_DIR)
+            })
+            .cloned()
+            .collect();
         relay_mounts.push(socket_mount.clone());
         containers.push(Container {
             name: relay::CONTAINER_NAME.into(),
@@ -97,29 +121,15 @@ pub fn sidecars(
                 security::REFRESHER_MEMORY,
             )),
             volume_mounts: Some(relay_mounts),
-            security_context: Some(security.clone()),
+            security_context: Some(identity::sidecar(RELAY, platform)),
             ..Container::default()
         });
         exporter_mounts.push(socket_mount);
     } else {
         args.push(format!("--memcached.address=127.0.0.1:{port}"));
-        if let Some(tls) = tls {
+        if tls.is_some() {
             args.push("--memcached.tls.enable".into());
             args.push("--memcached.tls.insecure-skip-verify".into());
-            // Only a server that asks for a client certificate needs the exporter to hold
-            // the Secret (and present its certificate); otherwise it mounts no Secret at all.
-            if tls.client_auth.unwrap_or_default() != ClientAuth::None {
-                args.push(format!(
-                    "--memcached.tls.cert-file={TLS_DIR}/{TLS_CERT_KEY}"
-                ));
-                args.push(format!("--memcached.tls.key-file={TLS_DIR}/{TLS_KEY_KEY}"));
-                exporter_mounts.extend(
-                    secret_mounts
-                        .iter()
-                        .filter(|mount| mount.mount_path == TLS_DIR)
-                        .cloned(),
-                );
-            }
         }
     }
     containers.push(Container {
@@ -140,7 +150,7 @@ pub fn sidecars(
                 .unwrap_or_else(|| memory_bound(EXPORTER_CPU, EXPORTER_MEMORY)),
         ),
         volume_mounts: (!exporter_mounts.is_empty()).then_some(exporter_mounts),
-        security_context: Some(security),
+        security_context: Some(identity::sidecar(EXPORTER, platform)),
         ..Container::default()
     });
     (containers, volumes)

@@ -1,10 +1,11 @@
 //! The parts of a memcached pod that secure its clients: memcached's TLS and auth-file flags,
-//! the Secret volumes they read, and the plaintext port beside TLS.
+//! the Secret volumes they read, the certificate refresher, and the plaintext port beside TLS.
 //!
-//! The Secrets are mounted whole, never copied: the kubelet keeps their files current, and
-//! memcached reads them at start, its certificate again on `refresh_certs` (which the
-//! certificate refresher sends), its auth file again on SIGHUP (which the credentials reloader
-//! sends). The operator itself never reads them.
+//! The Secrets are mounted whole, never copied, and only into the containers that read them:
+//! the kubelet keeps their files current, and memcached reads them at start, its certificate
+//! again on `refresh_certs` (which the certificate refresher sends), its auth file again on
+//! SIGHUP (which the supervisor it runs under sends, `children::supervision`). The operator
+//! itself never reads them.
 
 use k8s_openapi::api::core::v1::{
     Container, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
@@ -13,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{AUTH_FILE_KEY, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::operator;
-use crate::sidecar::{refresher, reloader};
+use crate::sidecar::refresher;
 
 /// The name of the plaintext port beside TLS, on the container and the Service.
 pub const PLAINTEXT_PORT_NAME: &str = "memcache-plain";
@@ -32,7 +33,7 @@ pub const REFRESHER_CPU: &str = "5m";
 const TLS_VOLUME: &str = "tls";
 const AUTH_VOLUME: &str = "auth";
 
-/// The auth file's path in the memcached container (and the sidecars').
+/// The auth file's path in the memcached container (and the sidecars' that mount it).
 pub fn auth_file() -> String {
     format!("{AUTH_DIR}/{AUTH_FILE_KEY}")
 }
@@ -113,44 +114,6 @@ pub fn refresher(
         security_context: Some(security),
         ..Container::default()
     })
-}
-
-/// The credentials reloader, a native sidecar beside a server with authentication: it reads the
-/// same auth file and has memcached reread it (SIGHUP) when it changes (`memcached-operator
-/// reload-auth`). It finds memcached among the pod's processes, so a pod with it shares one
-/// process namespace ([`shares_processes`]).
-pub fn reloader(
-    memcached: &Memcached,
-    mounts: &[VolumeMount],
-    security: SecurityContext,
-) -> Option<Container> {
-    let auth = memcached.spec.auth.as_ref()?;
-    Some(Container {
-        name: reloader::CONTAINER_NAME.into(),
-        image: auth.reloader_image.clone(),
-        command: Some(vec![operator::BINARY_PATH.into()]),
-        args: Some(vec![
-            "reload-auth".to_string(),
-            format!("--auth-file={}", auth_file()),
-        ]),
-        restart_policy: Some("Always".into()),
-        resources: Some(memory_bound(REFRESHER_CPU, REFRESHER_MEMORY)),
-        volume_mounts: Some(
-            mounts
-                .iter()
-                .filter(|mount| mount.mount_path == AUTH_DIR)
-                .cloned()
-                .collect(),
-        ),
-        security_context: Some(security),
-        ..Container::default()
-    })
-}
-
-/// Whether the pod's containers share one process namespace: with authentication, for the
-/// credentials reloader to signal memcached.
-pub fn shares_processes(memcached: &Memcached) -> bool {
-    memcached.spec.auth.is_some()
 }
 
 /// The Secret volumes of a pod, and their mounts in the memcached container.

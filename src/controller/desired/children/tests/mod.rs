@@ -1,6 +1,6 @@
 //! The children a Memcached asks for: the golden files, ownership, scheduling, the restricted
 //! pod security, the config hash, the Service and the budget; secured and monitored servers in
-//! the modules below.
+//! the modules below, and the isolation of their containers.
 
 use std::path::Path;
 
@@ -235,5 +235,6 @@ fn a_budget_exists_from_two_replicas() {
     assert_eq!(desired_pdb(&object), None);
 }
 
+mod isolated;
 mod monitored;
 mod secured;

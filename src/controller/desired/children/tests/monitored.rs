@@ -39,7 +39,12 @@ fn with_authentication_the_exporter_reads_through_the_stats_relay() {
     let names: Vec<&str> = sidecars.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
-        ["cert-refresher", "auth-reloader", "stats-relay", "exporter"]
+        [
+            "install-supervisor",
+            "cert-refresher",
+            "stats-relay",
+            "exporter"
+        ]
     );
     let (relay, exporter) = (&sidecars[2], &sidecars[3]);
     assert_eq!(relay.restart_policy.as_deref(), Some("Always"));
@@ -49,8 +54,8 @@ fn with_authentication_the_exporter_reads_through_the_stats_relay() {
         [
             "relay-stats",
             "--listen=/run/stats-relay/stats.sock",
-            "--auth-file=/etc/memcached/auth/authfile",
             "--port=11211",
+            "--auth-file=/etc/memcached/auth/authfile",
             "--cert-dir=/etc/memcached/tls",
         ]
     );
@@ -80,24 +85,12 @@ fn with_authentication_the_exporter_reads_through_the_stats_relay() {
 }
 
 #[test]
-fn without_authentication_the_exporter_speaks_tls_itself() {
+fn under_client_certificates_the_exporter_reads_through_the_relay_and_holds_no_key() {
     let object = monitored(false);
     let sidecars = sidecars_of(&object);
     let names: Vec<&str> = sidecars.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["cert-refresher", "exporter"]);
-    // clientAuth Require: the Secret's certificate is the exporter's client certificate.
-    assert_eq!(
-        sidecars[1].args.clone().unwrap_or_default(),
-        [
-            "--web.listen-address=:9150",
-            "--memcached.address=127.0.0.1:11211",
-            "--memcached.tls.enable",
-            "--memcached.tls.insecure-skip-verify",
-            "--memcached.tls.cert-file=/etc/memcached/tls/tls.crt",
-            "--memcached.tls.key-file=/etc/memcached/tls/tls.key",
-        ]
-    );
-    let mounts = |sidecar: &k8s_openapi::api::core::v1::Container| -> Vec<String> {
+    assert_eq!(names, ["cert-refresher", "stats-relay", "exporter"]);
+    let mounts = |sidecar: &Container| -> Vec<String> {
         sidecar
             .volume_mounts
             .iter()
@@ -105,7 +98,28 @@ fn without_authentication_the_exporter_speaks_tls_itself() {
             .map(|m| m.mount_path.clone())
             .collect()
     };
-    assert_eq!(mounts(&sidecars[1]), ["/etc/memcached/tls"]);
+    // clientAuth Require: the relay presents the Secret's certificate; no credentials.
+    assert_eq!(
+        sidecars[1].args.clone().unwrap_or_default(),
+        [
+            "relay-stats",
+            "--listen=/run/stats-relay/stats.sock",
+            "--port=11211",
+            "--cert-dir=/etc/memcached/tls",
+        ]
+    );
+    assert_eq!(
+        mounts(&sidecars[1]),
+        ["/etc/memcached/tls", "/run/stats-relay"]
+    );
+    assert_eq!(
+        sidecars[2].args.clone().unwrap_or_default(),
+        [
+            "--web.listen-address=:9150",
+            "--memcached.address=/run/stats-relay/stats.sock"
+        ]
+    );
+    assert_eq!(mounts(&sidecars[2]), ["/run/stats-relay"]);
     // clientAuth None: the exporter speaks TLS without a certificate, and mounts no Secret,
     // so it cannot read the server's key.
     let mut no_client_auth = monitored(false);

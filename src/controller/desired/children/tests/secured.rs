@@ -122,18 +122,11 @@ fn shutdown_sets_the_pre_stop_sleep_and_the_grace_period() {
 fn a_tls_server_has_the_certificate_refresher_beside_it() {
     let sts = desired_statefulset(&secured(), Platform::Kubernetes);
     let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
-    let sidecars = pod.init_containers.expect("init containers");
-    // The certificate refresher, then the credentials reloader (the server requires both).
-    assert_eq!(sidecars.len(), 2);
-    assert_eq!(sidecars[1].name, "auth-reloader");
-    assert_eq!(
-        sidecars[1].args.clone().unwrap_or_default(),
-        ["reload-auth", "--auth-file=/etc/memcached/auth/authfile"]
-    );
-    // It signals memcached: the pod's containers share one process namespace.
-    assert_eq!(pod.share_process_namespace, Some(true));
-    let refresher = &sidecars[0];
-    assert_eq!(refresher.name, "cert-refresher");
+    let init = pod.init_containers.expect("init containers");
+    // The supervisor's installer (the server requires credentials), then the refresher.
+    let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["install-supervisor", "cert-refresher"]);
+    let refresher = &init[1];
     // A native sidecar: it keeps running beside memcached, and starts before it.
     assert_eq!(refresher.restart_policy.as_deref(), Some("Always"));
     assert_eq!(
@@ -149,7 +142,36 @@ fn a_tls_server_has_the_certificate_refresher_beside_it() {
             "--auth-file=/etc/memcached/auth/authfile"
         ]
     );
-    assert_eq!(refresher.volume_mounts, pod.containers[0].volume_mounts);
+    // The two Secrets, as memcached mounts them, and nothing else of memcached's.
+    let paths = |container: &Container| -> Vec<String> {
+        container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.mount_path.clone())
+            .collect()
+    };
+    assert_eq!(
+        paths(refresher),
+        ["/etc/memcached/tls", "/etc/memcached/auth"]
+    );
+    assert_eq!(
+        paths(&pod.containers[0]),
+        [
+            "/etc/memcached/tls",
+            "/etc/memcached/auth",
+            "/opt/memcached-operator"
+        ]
+    );
+    // Its own user and group.
+    let security = refresher
+        .security_context
+        .clone()
+        .expect("a security context");
+    assert_eq!(
+        (security.run_as_user, security.run_as_group),
+        (Some(11220), Some(11220))
+    );
     let minimal = desired_statefulset(&minimal(), Platform::Kubernetes);
     let pod = minimal
         .spec
