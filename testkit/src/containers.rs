@@ -96,12 +96,19 @@ pub async fn pod_logs(client: &Client, pod: &Pod) -> String {
     text
 }
 
-/// The id containerd knows the running container `container` of `pod` by.
+/// The id containerd knows the running container `container` of `pod` by: one of its
+/// containers, or of its init containers (a native sidecar keeps running among them).
 pub fn container_id(pod: &Pod, container: &str) -> Result<String, ContainerError> {
-    let statuses = pod
+    let statuses: Vec<_> = pod
         .status
         .as_ref()
-        .and_then(|status| status.container_statuses.clone())
+        .map(|status| {
+            let containers = status.container_statuses.iter().flatten();
+            containers
+                .chain(status.init_container_statuses.iter().flatten())
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     let status = statuses.iter().find(|status| status.name == container);
     let id = status
