@@ -64,6 +64,7 @@
 #
 # Environment:
 #   GOCACHE, GOMODCACHE  used as given; otherwise .tools/go/cache and .tools/go/mod
+#   GOGC                 used as given; otherwise 400 for the builds (see setup_go)
 #   GOTOOLCHAIN          default "local": the installed Go builds everything; it must be at
 #                        least the highest `go` line of the wrapper modules (1.26.7: promtool)
 #
