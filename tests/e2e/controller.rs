@@ -7,9 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, ResourceRequirements, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -31,10 +28,10 @@ use memcached_operator::controller::desired::children::{
 };
 use memcached_operator::controller::desired::drift;
 use serde_json::json;
-use testkit::direct_wiring::DESCRIPTION_LABEL;
 use testkit::process::RELATED_IMAGE;
 
 use crate::cluster::{Env, eventually, kubectl};
+use crate::unwired;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -613,19 +610,6 @@ pub async fn deleting_the_memcached_removes_its_children(env: Arc<Env>) {
 
 pub async fn without_webhooks_an_invalid_spec_is_reported_and_changes_nothing(env: Arc<Env>) {
     let namespace = env.create_namespace("e2e-defense").await;
-    // Take the admission webhooks away, as on a cluster where they are not installed.
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
-    let ours = ListParams::default().labels(DESCRIPTION_LABEL);
-    mutating
-        .delete_collection(&DeleteParams::default(), &ours)
-        .await
-        .expect("mutating webhook removed");
-    validating
-        .delete_collection(&DeleteParams::default(), &ours)
-        .await
-        .expect("validating webhook removed");
-
     let spec = MemcachedSpec {
         resources: Some(ResourceRequirements {
             requests: Some([("cpu".to_string(), Quantity("2".into()))].into()),
@@ -641,15 +625,15 @@ pub async fn without_webhooks_an_invalid_spec_is_reported_and_changes_nothing(en
         ..MemcachedSpec::default()
     };
     let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    let created = api
-        .create(
-            &PostParams::default(),
-            &Memcached::new("invalid", spec.clone()),
-        )
-        .await;
+    // Take the admission webhooks away, as on a cluster where they are not installed.
+    let invalid = Memcached::new("invalid", spec.clone());
+    unwired::remove_admission_webhooks(&env, &api, &invalid).await;
+    let created = api.create(&PostParams::default(), &invalid).await;
     let restored = env.install_wiring().await;
     let created = created.expect("without webhooks the API server admits it");
     restored.expect("the wiring is restored");
+    unwired::until_the_validator_refuses(&api, &Memcached::new("invalid-again", spec.clone()))
+        .await;
 
     let mut defaulted = created.clone();
     defaulted.spec = default_spec(

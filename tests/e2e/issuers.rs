@@ -8,25 +8,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use memcached_operator::admission::issuers::ALLOWED_ISSUERS_ENV;
 use memcached_operator::admission::{AllowedIssuers, Defaults, default_spec, validate_create};
 use memcached_operator::api::v1beta1::{IssuerRef, Memcached, MemcachedSpec, TlsSpec};
 use testkit::cases::DENIED_BY_VALIDATOR;
-use testkit::direct_wiring::DESCRIPTION_LABEL;
 use testkit::process::RELATED_IMAGE;
 
 use crate::cluster::{Env, eventually};
+use crate::unwired;
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The ServiceAccount that may manage Memcacheds in the scenario's namespace, and nothing else.
@@ -223,28 +220,8 @@ pub async fn a_user_with_only_memcached_rights_is_refused_a_cluster_issuer(env: 
 
     // Without the webhooks the API server admits it; the controller refuses it alike and
     // writes no child.
-    let ours = ListParams::default().labels(DESCRIPTION_LABEL);
-    Api::<MutatingWebhookConfiguration>::all(env.client.clone())
-        .delete_collection(&DeleteParams::default(), &ours)
-        .await
-        .expect("mutating webhook removed");
-    Api::<ValidatingWebhookConfiguration>::all(env.client.clone())
-        .delete_collection(&DeleteParams::default(), &ours)
-        .await
-        .expect("validating webhook removed");
-    // The API server drops a removed webhook when its own watch of the configurations sees
-    // the delete: a dry run of the same create says when.
-    eventually(
-        "the API server no longer calls the removed webhooks",
-        WAIT,
-        || async {
-            api.create(&dry_run, &Memcached::new("shared", cluster_issuer.clone()))
-                .await
-                .map(|_| ())
-                .map_err(|error| error.to_string())
-        },
-    )
-    .await;
+    let probe = Memcached::new("shared", cluster_issuer.clone());
+    unwired::remove_admission_webhooks(&env, &api, &probe).await;
     let created = api
         .create(
             &PostParams::default(),
@@ -254,25 +231,9 @@ pub async fn a_user_with_only_memcached_rights_is_refused_a_cluster_issuer(env: 
     let restored = env.install_wiring().await;
     created.expect("without webhooks the API server admits it");
     restored.expect("the wiring is restored");
-    // The scenarios after this one count on the webhooks: wait until the API server calls
-    // them again.
-    eventually(
-        "the API server calls the restored webhooks",
-        WAIT,
-        || async {
-            match api
-                .create(
-                    &dry_run,
-                    &Memcached::new("shared-again", cluster_issuer.clone()),
-                )
-                .await
-            {
-                Err(kube::Error::Api(status)) if status.message.contains(DENIED_BY_VALIDATOR) => {
-                    Ok(())
-                }
-                other => Err(format!("a dry run: {other:?}")),
-            }
-        },
+    unwired::until_the_validator_refuses(
+        &api,
+        &Memcached::new("shared-again", cluster_issuer.clone()),
     )
     .await;
     let (reason, message) = degraded(&api, "shared").await;

@@ -28,6 +28,7 @@ mod restricted;
 mod status;
 mod supervisor;
 mod tls_profile;
+mod unwired;
 
 use crate::cluster::Env;
 
