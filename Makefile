@@ -33,8 +33,8 @@ tools:
 # skopeo, registry).
 # E2E_TOOLS are what the alerting rules' tests and tests/e2e need, NODE_TOOLS what the suites
 # on the real node add.
-E2E_TOOLS := memcached node images kube etcd helm cert-manager openshift-api prometheus-operator promtool
-NODE_TOOLS := containerd coredns kustomize olm opm grpc-health-probe memcached-exporter
+E2E_TOOLS := memcached node images kube etcd kustomize helm cert-manager openshift-api prometheus-operator promtool
+NODE_TOOLS := containerd coredns olm opm grpc-health-probe memcached-exporter
 test-tools:
 	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
 
