@@ -264,7 +264,11 @@ build_promtool() {
   log "building promtool $v (a few minutes on a cold cache)..."
   check_requirements promtool
   # The version its release stamps into `promtool --version` (v0.3MM.P is Prometheus 3.MM.P).
-  go_build promtool -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}" \
+  # Prometheus's build tag remove_all_sd leaves out every service-discovery plugin (the cloud
+  # SDKs, client-go): rule tests and query checks use none, and the build compiles 1,116
+  # packages instead of 1,363 (a 54 MB binary instead of 88 MB).
+  go_build promtool -tags remove_all_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}" \
     -o "$BIN/promtool" github.com/prometheus/prometheus/cmd/promtool
 }
 
