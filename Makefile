@@ -32,11 +32,12 @@ tools:
 # Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools (buildah,
 # skopeo, registry).
 # E2E_TOOLS are what the alerting rules' tests and tests/e2e need, NODE_TOOLS what the suites
-# on the real node add.
+# on the real node add, OLM_TOOLS what tests/olm adds to those.
 E2E_TOOLS := memcached node images kube etcd kustomize helm cert-manager openshift-api prometheus-operator promtool
-NODE_TOOLS := containerd coredns olm opm grpc-health-probe memcached-exporter
+NODE_TOOLS := containerd coredns memcached-exporter
+OLM_TOOLS := olm opm grpc-health-probe
 test-tools:
-	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
+	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS) $(OLM_TOOLS)
 
 ## lint: rustfmt and clippy, warnings as errors, and the house rules (`make house`).
 lint: fmt-check clippy house
@@ -70,7 +71,9 @@ clippy-fuzz:
 ## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites leave a core
 ## idle most of the time, so what a later step needs is built beside the earlier ones
 ## (hack/background.sh): the operator's release binary (which deploy's images hold) beside
-## tests/e2e, and under make test the tools themselves (TOOL_JOBS) from the start.
+## tests/e2e, and under make test the tools themselves (TOOL_JOBS) from the start. A step
+## that needs a tool a job has not reached yet builds it itself, one that a job is building
+## waits for it (hack/tools.sh locks each tool), so OLM's tools build beside tests/deploy.
 LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on this machine" && \
   hack/node.sh leftovers || { echo "the suite's clusters left the above behind"; exit 1; }
 test-rust:
@@ -82,15 +85,16 @@ test-rust:
 	hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
 	$(LEFTOVERS)
-	hack/background.sh wait node-tools
 	hack/tools.sh $(NODE_TOOLS)
 	hack/background.sh wait operator-binary
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
 	$(LEFTOVERS)
+	hack/tools.sh $(OLM_TOOLS)
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(LEFTOVERS)
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored $(NODE_SCENARIOS)
 	$(LEFTOVERS)
+	hack/background.sh wait node-tools
 	hack/background.sh wait ahead
 
 ## test-under-load: every suite of test-rust (unit, integration, e2e, deploy, olm, node) while
@@ -110,7 +114,7 @@ NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 ## scorecard, validate, deny and fuzz-smoke need, with the fuzz targets' lints and build
 ## (nice 19); each step waits for the job that builds what it uses.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
-  hack/background.sh start --nice 10 node-tools hack/tools.sh $(NODE_TOOLS) && \
+  hack/background.sh start --nice 10 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
   hack/background.sh start ahead bash -c 'hack/tools.sh operator-sdk hadolint cargo-deny cargo-fuzz && \
     $(MAKE) --no-print-directory clippy-fuzz && hack/fuzz.sh build'
 TEST_STEPS = fmt-check clippy-workspace house test-rust deny validate fuzz-smoke
