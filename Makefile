@@ -111,12 +111,13 @@ NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 ## test: everything CI runs. The tools build from the start, beside the lints and the Rust
 ## builds (hack/background.sh; each job's log is in target/background/): first what tests/e2e
 ## needs (at nice 0, as the lints), then the node's (nice 10), then what tests/node's
-## scorecard, validate, deny and fuzz-smoke need, with the fuzz targets' lints and build
-## (nice 19); each step waits for the job that builds what it uses.
+## scorecard, validate, deny and fuzz-smoke need, with the fuzz targets' build (nice 19);
+## each step waits for the job that builds what it uses. The fuzz targets' clippy (a check
+## of every crate again, in their own workspace) is left to make lint and make clippy.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
   hack/background.sh start --nice 10 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
   hack/background.sh start ahead bash -c 'hack/tools.sh operator-sdk hadolint cargo-deny cargo-fuzz && \
-    $(MAKE) --no-print-directory clippy-fuzz && hack/fuzz.sh build'
+    hack/fuzz.sh build'
 TEST_STEPS = fmt-check clippy-workspace house test-rust deny validate fuzz-smoke
 test:
 	@$(TOOL_JOBS)
