@@ -82,7 +82,7 @@ test-rust:
 	hack/background.sh wait e2e-tools
 	hack/tools.sh $(E2E_TOOLS)
 	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
-	hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary
+	$(if $(JOBS_STARTED),,hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary)
 	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
 	$(LEFTOVERS)
 	hack/tools.sh $(NODE_TOOLS)
@@ -110,11 +110,13 @@ NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 
 ## test: everything CI runs. The tools build from the start, beside the lints and the Rust
 ## builds (hack/background.sh; each job's log is in target/background/): first what tests/e2e
-## needs (at nice 0, as the lints), then the node's (nice 10), then what tests/node's
+## needs (at nice 0, as the lints), then the operator's musl release binary that deploy's
+## images hold (nice 5; its fat LTO runs on one core), the node's tools (nice 10), then what tests/node's
 ## scorecard, validate, deny and fuzz-smoke need, with the fuzz targets' build (nice 19);
 ## each step waits for the job that builds what it uses. The fuzz targets' clippy (a check
 ## of every crate again, in their own workspace) is left to make lint and make clippy.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
+  hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary && \
   hack/background.sh start --nice 10 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
   hack/background.sh start ahead bash -c 'hack/tools.sh operator-sdk hadolint cargo-deny cargo-fuzz && \
     hack/fuzz.sh build'
@@ -122,7 +124,7 @@ TEST_STEPS = fmt-check clippy-workspace house test-rust deny validate fuzz-smoke
 test:
 	@$(TOOL_JOBS)
 	@echo "make $(TEST_STEPS)"
-	@$(MAKE) --no-print-directory $(TEST_STEPS) || \
+	@$(MAKE) --no-print-directory $(TEST_STEPS) JOBS_STARTED=1 || \
 	  { status=$$?; hack/background.sh stop e2e-tools node-tools ahead operator-binary; exit $$status; }
 
 ## test-full: make test with every drill of tests/node, the two slowest too.
