@@ -57,8 +57,7 @@ clippy: clippy-workspace clippy-fuzz
 clippy-workspace:
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
-# In the fuzz workspace's own target directory (fuzz/target, where cargo-fuzz builds too), so
-# that make test's job running it never holds the lock of the directory the tests build in.
+# In the fuzz workspace's own target directory, fuzz/target, where cargo-fuzz builds too.
 clippy-fuzz:
 	$(CARGO) clippy --locked --manifest-path fuzz/Cargo.toml -- -D warnings
 
