@@ -188,6 +188,14 @@ impl Readiness {
     }
 }
 
+/// How long a kept-alive connection waits for its next request. hyper bounds the wait between
+/// requests and the reading of the next request's headers with one timer, so this outlasts the
+/// idle connections of the API server's webhook client (client-go keeps Go's
+/// `http.DefaultTransport` default, 90 s): the API server always closes an idle connection
+/// first. A shorter bound closes connections the API server is about to reuse; its next POST
+/// then fails with `broken pipe` or `connection reset`, which Go does not retry.
+pub const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(120);
+
 /// Serves the webhooks on `bind_address` until `shutdown` completes, defaulting and judging
 /// with [`ServerArgs::defaults`], recording into `metrics` and reporting through `readiness`, then drains
 /// requests in flight for at most `--shutdown-timeout`.
@@ -248,7 +256,7 @@ pub async fn serve(
     server
         .http_builder()
         .http1()
-        .header_read_timeout(args.request_timeout);
+        .header_read_timeout(KEEP_ALIVE_IDLE.max(args.request_timeout));
     server.http_builder().http2().max_concurrent_streams(100);
     let app = Arc::new(App {
         defaults: args.defaults(),

@@ -241,3 +241,25 @@ async fn a_request_slower_than_the_timeout_gets_408() {
     let answer = String::from_utf8_lossy(&answer[..read]).to_string();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 }
+
+/// The API server keeps an idle connection to a webhook for 90 s and reuses it for its next
+/// call; a connection closed sooner by the server turns that call into `broken pipe`. An idle
+/// connection stays open well past `--request-timeout`.
+#[tokio::test]
+async fn a_kept_alive_connection_outlives_the_request_timeout_while_idle() {
+    let running = start_ready(&["--request-timeout", "300ms"]).await;
+    let mut kept = running
+        .client
+        .keep_alive()
+        .await
+        .expect("a kept-alive connection");
+    let path = path(WebhookKind::Validating);
+    let first = kept.post(path, validate_body()).await.expect("answered");
+    assert_eq!(first, 200);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second = kept
+        .post(path, validate_body())
+        .await
+        .expect("the idle connection still open 2 s after its last answer");
+    assert_eq!(second, 200);
+}

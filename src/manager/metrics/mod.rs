@@ -46,8 +46,6 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 
 /// Time a scrape in flight gets to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Time allowed to receive a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Flags of the metrics listener.
 #[derive(clap::Args, Clone, Debug)]
@@ -149,10 +147,12 @@ pub async fn serve<R: Reviews>(
         .map_err(bind_error)?
         .handle(handle.clone())
         .http1_only();
+    // Scrapers keep connections alive between scrapes, often 10 s apart: the same bound as
+    // the webhooks' lets the scraper close an idle connection first.
     server
         .http_builder()
         .http1()
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(crate::webhook::server::KEEP_ALIVE_IDLE);
     let router = router.layer(middleware::from_fn_with_state(gate, auth::guard::<R>));
     let mut task = tokio::spawn(server.serve(router.into_make_service()));
     let cert_task = tokio::spawn(cert.run(cert_poll_interval));
