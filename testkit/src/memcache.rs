@@ -28,6 +28,35 @@ pub fn reported_port(file: &std::path::Path) -> Option<u16> {
         .find_map(|line| line.strip_prefix("TCP INET: ")?.trim().parse().ok())
 }
 
+/// A directory for memcached's port file ([`PORT_FILE_VARIABLE`]): memcached writes it once it
+/// runs as nobody, so anyone may write there.
+///
+/// # Panics
+/// If the directory cannot be made or its mode set.
+pub fn port_file_dir() -> tempfile::TempDir {
+    dir_with_mode(0o777)
+}
+
+/// A directory whose files memcached, switched to nobody, can read.
+///
+/// # Panics
+/// If the directory cannot be made or its mode set.
+pub fn readable_dir() -> tempfile::TempDir {
+    dir_with_mode(0o755)
+}
+
+fn dir_with_mode(mode: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let permissions = std::os::unix::fs::PermissionsExt::from_mode(mode);
+    if let Err(error) = std::fs::set_permissions(dir.path(), permissions) {
+        panic!(
+            "cannot set mode {mode:o} on {}: {error}",
+            dir.path().display()
+        );
+    }
+    dir
+}
+
 /// How long one exchange with a server may take before it counts as failed: generous, so
 /// that only a server that does not answer fails, not a busy machine.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

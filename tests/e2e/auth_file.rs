@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memcached_operator::api::auth_file::{Credentials, Read, read};
-use testkit::memcache::{PORT_FILE_VARIABLE, reported_port};
+use testkit::memcache::{PORT_FILE_VARIABLE, port_file_dir, readable_dir, reported_port};
 
 use crate::cluster::Env;
 
@@ -32,13 +32,7 @@ enum Outcome {
 }
 
 fn start(file: &std::path::Path) -> Outcome {
-    // memcached writes it once it runs as nobody: the directory must let it.
-    let ports = tempfile::tempdir().expect("a directory for memcached's port file");
-    std::fs::set_permissions(
-        ports.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("the port file's directory is writable");
+    let ports = port_file_dir();
     let port_file = ports.path().join("ports");
     let mut command = Command::new("memcached");
     command
@@ -154,10 +148,8 @@ fn corpus() -> Vec<(Vec<u8>, Vec<Credentials>)> {
 }
 
 pub async fn memcached_reads_auth_files_as_the_operator_says(_env: Arc<Env>) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
     // memcached, switched to nobody, must read the file.
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .expect("the directory is readable");
+    let dir = readable_dir();
     for (index, (content, tries)) in corpus().into_iter().enumerate() {
         let path = dir.path().join(format!("authfile-{index}"));
         std::fs::write(&path, &content).expect("the file is written");

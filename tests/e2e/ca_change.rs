@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use testkit::memcache::{Connection, Tls};
-use testkit::memcache::{PORT_FILE_VARIABLE, reported_port};
+use testkit::memcache::{PORT_FILE_VARIABLE, port_file_dir, readable_dir, reported_port};
 use testkit::pki::{Ca, KeyForm, Leaf};
 use tokio::process::{Child, Command};
 
@@ -69,16 +69,11 @@ pub async fn a_new_ca_is_trusted_before_certificates_it_signs_are_presented(_env
         old_ca.serving(KeyForm::EcPkcs8),
         new_ca.serving(KeyForm::EcPkcs8),
     );
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .expect("the directory is readable");
+    let dir = readable_dir();
     let first = old_ca.serving(KeyForm::EcPkcs8);
     install(dir.path(), &first, &old_ca.pem);
 
-    // memcached writes it once it runs as nobody: the directory must let it.
-    let ports = tempfile::tempdir().expect("a directory for memcached's port file");
-    std::fs::set_permissions(ports.path(), std::fs::Permissions::from_mode(0o777))
-        .expect("the port file's directory is writable");
+    let ports = port_file_dir();
     let port_file = ports.path().join("ports");
     let files = |name: &str| dir.path().join(name).display().to_string();
     let mut memcached_args: Vec<String> = ["-p", "-1", "-U", "0", "-l", "127.0.0.1", "-Z", "-o"]

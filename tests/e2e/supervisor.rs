@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use testkit::memcache::{PORT_FILE_VARIABLE, reported_port};
+use testkit::memcache::{PORT_FILE_VARIABLE, port_file_dir, readable_dir, reported_port};
 
 use crate::auth_file::{authenticates, creds, running_as_root};
 use crate::cluster::{Env, OPERATOR};
@@ -30,13 +30,8 @@ struct SecretVolume {
 
 impl SecretVolume {
     fn new(content: &str) -> SecretVolume {
-        let dir = tempfile::tempdir().expect("a directory");
         // memcached, switched to nobody, reads the file.
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("the volume is readable");
+        let dir = readable_dir();
         let mut volume = SecretVolume { dir, versions: 0 };
         volume.write(content);
         std::os::unix::fs::symlink("..data/authfile", volume.file()).expect("authfile");
@@ -79,12 +74,7 @@ impl Drop for Supervised {
 }
 
 fn start(auth_file: &Path) -> Supervised {
-    let ports = tempfile::tempdir().expect("a directory for memcached's port file");
-    std::fs::set_permissions(
-        ports.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .expect("the port file's directory is writable");
+    let ports = port_file_dir();
     let port_file = ports.path().join("ports");
     let mut command = Command::new(OPERATOR.path());
     command
