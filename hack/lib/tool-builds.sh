@@ -23,11 +23,13 @@ setup_go() {
 
 # go_build TOOL GO-BUILD-ARGS...: `go build` in the wrapper module hack/TOOL/. The flags
 # make the binaries reproducible (no paths, no VCS stamp), never rewrite go.mod or go.sum,
-# and keep the module cache deletable (rm -rf .tools) without a chmod.
+# and keep the module cache deletable (rm -rf .tools) without a chmod. Every tool links with
+# -w (no DWARF), so the compiler writes none either (-dwarf=false): a cold build of etcd took
+# 150 CPU-seconds instead of 166 here.
 go_build() {
   local dir="$ROOT/hack/$1"
   shift
-  (cd "$dir" && go build -trimpath -buildvcs=false -mod=readonly -modcacherw "$@")
+  (cd "$dir" && go build -trimpath -buildvcs=false -mod=readonly -modcacherw -gcflags=all=-dwarf=false "$@")
 }
 
 build_kube() {
