@@ -1,16 +1,7 @@
-//! Checks arbitrary bytes as the one file of a bundle's `manifests/`, through the function
-//! `check-bundle` calls once it has read the directory.
+//! The libFuzzer target of fuzz/checks/bundle_manifests.rs.
 #![no_main]
 
-use std::path::{Path, PathBuf};
+#[path = "../checks/bundle_manifests.rs"]
+mod bundle_manifests;
 
-use libfuzzer_sys::fuzz_target;
-use memcached_packager::check::check_manifests;
-
-fuzz_target!(|bytes: &[u8]| {
-    let files = [(PathBuf::from("manifests/bundle.yaml"), bytes.to_vec())];
-    match check_manifests(Path::new("manifests"), &files) {
-        Ok(report) => assert_eq!(report.files, 1),
-        Err(error) => assert!(!error.to_string().is_empty()),
-    }
-});
+libfuzzer_sys::fuzz_target!(|input: &[u8]| bundle_manifests::check(input));

@@ -1,23 +1,7 @@
-//! Loads arbitrary bytes as a serving certificate and key, the way the webhook server loads
-//! the files OLM mounts: the same bytes are the certificate file and the key file, so one PEM
-//! holding a chain and a key is a pair.
+//! The libFuzzer target of fuzz/checks/cert_pair.rs.
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::LazyLock;
+#[path = "../checks/cert_pair.rs"]
+mod cert_pair;
 
-use libfuzzer_sys::fuzz_target;
-use memcached_operator::tls::certs::{CertPaths, crypto_provider, load_pair};
-
-static PATHS: LazyLock<CertPaths> = LazyLock::new(|| CertPaths {
-    cert: PathBuf::from("tls.crt"),
-    key: PathBuf::from("tls.key"),
-});
-
-fuzz_target!(|pem: &[u8]| {
-    let provider = crypto_provider();
-    match load_pair(&PATHS, pem, pem, &provider) {
-        Ok(serving) => assert!(!serving.key.cert.is_empty()),
-        Err(error) => assert!(!error.to_string().is_empty()),
-    }
-});
+libfuzzer_sys::fuzz_target!(|input: &[u8]| cert_pair::check(input));
