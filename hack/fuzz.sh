@@ -3,8 +3,7 @@
 # how many inputs each executed.
 #
 # Usage: hack/fuzz.sh SECONDS TARGET...
-#        hack/fuzz.sh build         only build the targets (make test does so beside its
-#                                   end-to-end suites)
+#        hack/fuzz.sh build         only build the targets
 #
 # Each target starts from its committed seeds (fuzz/corpus/TARGET) and its past crashes
 # (fuzz/regressions/TARGET), which libFuzzer runs first, so a regression fails at once. New
