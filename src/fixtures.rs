@@ -323,6 +323,7 @@ fn tls() -> impl Strategy<Value = v1beta1::TlsSpec> {
         option::of("[a-z]{1,8}/refresher:v[0-9]"),
         option::of(issuer),
         option::of(any::<bool>()),
+        option::of("[a-z]{1,8}-client"),
     )
         .prop_map(
             |(
@@ -332,11 +333,13 @@ fn tls() -> impl Strategy<Value = v1beta1::TlsSpec> {
                 refresher_image,
                 issuer_ref,
                 service_ca,
+                client_secret_name,
             )| {
                 v1beta1::TlsSpec {
                     secret_name,
                     plaintext_port,
                     client_auth,
+                    client_secret_name,
                     refresher_image,
                     issuer_ref,
                     openshift_service_ca: service_ca,

@@ -166,6 +166,47 @@ pub fn service_ca_has_no_client_ca() -> Rule {
     .reason(Reason::FieldValueForbidden)
 }
 
+/// On `spec.tls`: under `clientAuth: Require` the sidecars need a client certificate of
+/// their own, issued by the operator (`issuerRef`) or named (`clientSecretName`).
+pub fn required_client_identity() -> Rule {
+    Rule::new(
+        "!has(self.clientAuth) || self.clientAuth != 'Require' || has(self.issuerRef) || \
+         has(self.clientSecretName)",
+    )
+    .message(
+        "spec.tls.clientSecretName is required with clientAuth Require and no issuerRef: the \
+         Secret with the client certificate the pod's sidecars present (they never use the \
+         server's key)",
+    )
+    .field_path(".clientSecretName")
+    .reason(Reason::FieldValueRequired)
+}
+
+/// On `spec.tls`: a client Secret is for sidecars that present a client certificate.
+pub fn client_secret_only_with_client_auth() -> Rule {
+    Rule::new("!has(self.clientSecretName) || (has(self.clientAuth) && self.clientAuth != 'None')")
+        .message(
+            "spec.tls.clientSecretName is used only with clientAuth Request or Require: with None \
+         no client certificate is asked for",
+        )
+        .field_path(".clientSecretName")
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// On `spec.tls`: the sidecars' client Secret is not the server's.
+pub fn client_secret_is_not_the_servers() -> Rule {
+    Rule::new(
+        "!has(self.clientSecretName) || !has(self.secretName) || \
+         self.clientSecretName != self.secretName",
+    )
+    .message(
+        "spec.tls.clientSecretName must not be spec.tls.secretName: the sidecars never hold \
+         the server's key",
+    )
+    .field_path(".clientSecretName")
+    .reason(Reason::FieldValueInvalid)
+}
+
 /// On `spec.auth`: the Secret the credentials come from is named.
 pub fn auth_secret_is_named() -> Rule {
     Rule::new("has(self.secretName)")

@@ -18,6 +18,7 @@ use super::cache::known::UNSEEN_PATIENCE;
 use super::cache::optional::Optional;
 use super::context::Run;
 use super::desired::DesiredChildren;
+use super::desired::children::certificate::CLIENT_SUFFIX;
 use super::desired::drift::{self, Verdict};
 use super::error::{Error, api_error};
 use super::events::Change;
@@ -50,32 +51,55 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         budget,
         network_policy,
         certificate,
+        client_certificate,
         service_monitor,
     } = desired;
     let (mut sts_changes, mut svc_changes) = (Vec::new(), Vec::new());
     let (mut pdb_changes, mut policy_changes) = (Vec::new(), Vec::new());
     let (mut cert_changes, mut monitor_changes) = (Vec::new(), Vec::new());
+    let mut client_cert_changes = Vec::new();
     let children = &run.children;
     let mut unavailable = Vec::new();
+    let name = owner.name_any();
+    let client_name = format!("{name}{CLIENT_SUFFIX}");
     let certificate = served(certificate, &children.certificates, &mut unavailable);
+    let client_certificate = served(client_certificate, &children.certificates, &mut unavailable);
+    // Both Certificates say the same when their kind cannot be used.
+    unavailable.dedup();
     let service_monitor = served(
         service_monitor,
         &children.service_monitors,
         &mut unavailable,
     );
-    let (sts, svc, pdb, policy, cert, monitor) = futures::join!(
+    let (sts, svc, pdb, policy, cert, client_cert, monitor) = futures::join!(
         ensure(
             run,
             owner,
+            &name,
             statefulset,
             &children.statefulsets,
             &mut sts_changes
         ),
-        ensure(run, owner, service, &children.services, &mut svc_changes),
-        ensure_or_remove(run, owner, budget, &children.budgets, &mut pdb_changes),
+        ensure(
+            run,
+            owner,
+            &name,
+            service,
+            &children.services,
+            &mut svc_changes
+        ),
         ensure_or_remove(
             run,
             owner,
+            &name,
+            budget,
+            &children.budgets,
+            &mut pdb_changes
+        ),
+        ensure_or_remove(
+            run,
+            owner,
+            &name,
             network_policy,
             &children.network_policies,
             &mut policy_changes
@@ -83,7 +107,16 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         async {
             match certificate {
                 Some((desired, cache)) => {
-                    ensure_or_remove(run, owner, desired, &cache, &mut cert_changes).await
+                    ensure_or_remove(run, owner, &name, desired, &cache, &mut cert_changes).await
+                }
+                None => Ok(()),
+            }
+        },
+        async {
+            match client_certificate {
+                Some((desired, cache)) => {
+                    let changes = &mut client_cert_changes;
+                    ensure_or_remove(run, owner, &client_name, desired, &cache, changes).await
                 }
                 None => Ok(()),
             }
@@ -91,7 +124,7 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         async {
             match service_monitor {
                 Some((desired, cache)) => {
-                    ensure_or_remove(run, owner, desired, &cache, &mut monitor_changes).await
+                    ensure_or_remove(run, owner, &name, desired, &cache, &mut monitor_changes).await
                 }
                 None => Ok(()),
             }
@@ -103,10 +136,11 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         pdb_changes,
         policy_changes,
         cert_changes,
+        client_cert_changes,
         monitor_changes,
     ]
     .concat();
-    let failure = [svc.map(drop), pdb, policy, cert, monitor]
+    let failure = [svc.map(drop), pdb, policy, cert, client_cert, monitor]
         .into_iter()
         .find_map(Result::err);
     let statefulset_unseen = matches!(sts, Ok(None));
@@ -141,8 +175,9 @@ fn served<K: Child>(
     }
 }
 
-/// Brings one child to its desired state, judged from the cache; returns what the cache keeps
-/// of it now, or `None` for a child written moments ago that the cache has yet to see.
+/// Brings one child, `name` (the Memcached's own name, or the sidecars' Certificate's), to its
+/// desired state, judged from the cache; returns what the cache keeps of it now, or `None` for
+/// a child written moments ago that the cache has yet to see.
 ///
 /// The desired object is stamped with its hash ([`drift::stamp`]). A current child costs no
 /// request; one the cache cannot judge is fetched and compared field by field; one that is
@@ -151,6 +186,7 @@ fn served<K: Child>(
 async fn ensure<K>(
     run: &Run,
     owner: &Memcached,
+    name: &str,
     mut desired: K,
     cache: &Store<K::Cached>,
     changes: &mut Vec<Change>,
@@ -161,10 +197,9 @@ where
     let client = &run.context.client;
     let kind = K::KIND;
     let hash = drift::stamp(&mut desired);
-    let name = owner.name_any();
     let namespace = owner.namespace().unwrap_or_default();
-    let memcached = format!("{namespace}/{name}");
-    let cached = cache.get(&ObjectRef::new(&name).within(&namespace));
+    let memcached = format!("{namespace}/{}", owner.name_any());
+    let cached = cache.get(&ObjectRef::new(name).within(&namespace));
     // For a child the cache lacks, only a record of a write moments ago says it exists.
     let known = match &cached {
         Some(_) => run.known.get(kind, desired.meta()),
@@ -191,7 +226,7 @@ where
         (Verdict::Write(_), _) => {}
         (Verdict::Current | Verdict::Verify, _) => {
             let live = api
-                .get_opt(&name)
+                .get_opt(name)
                 .await
                 .map_err(|e| api_error("get", kind, owner, e))?;
             exists = live.is_some();
@@ -222,7 +257,7 @@ where
     }
     run.context.metrics.child_written(kind);
     if exists {
-        take_over_created_fields(owner, &memcached, &api, created).await?;
+        take_over_created_fields(owner, &memcached, &api, name, created).await?;
     }
     // Field validation off: the apply is serialised from typed structs, so it carries no
     // unknown or duplicate field, and the server's default (Warn) would parse every apply
@@ -231,7 +266,7 @@ where
         .force()
         .validation_ignore();
     let applied = api
-        .patch(&name, &apply, &Patch::Apply(&desired))
+        .patch(name, &apply, &Patch::Apply(&desired))
         .await
         .map_err(|e| api_error("apply", kind, owner, e))?;
     let version = K::spec_version(applied.meta());
@@ -276,18 +311,18 @@ async fn take_over_created_fields<K>(
     owner: &Memcached,
     memcached: &str,
     api: &Api<K>,
+    name: &str,
     created: Created,
 ) -> Result<(), Error>
 where
     K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
-    let name = owner.name_any();
     let metadata = match created {
         Created::Cached(false) => return Ok(()),
         Created::Read(metadata) => *metadata,
         Created::Cached(true) | Created::Unknown => {
             let live = api
-                .get_metadata_opt(&name)
+                .get_metadata_opt(name)
                 .await
                 .map_err(|e| api_error("get", K::KIND, owner, e))?;
             match live {
@@ -303,7 +338,7 @@ where
     let patch = serde_json::json!({
         "metadata": {"resourceVersion": metadata.resource_version, "managedFields": folded}
     });
-    api.patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| api_error("hand over fields of", K::KIND, owner, e))?;
     info!(
@@ -314,8 +349,9 @@ where
     Ok(())
 }
 
-/// Brings an optional child (a PodDisruptionBudget or a NetworkPolicy) to its desired state,
-/// or, when none is desired, deletes the one the Memcached owns if it exists.
+/// Brings an optional child `name` (a PodDisruptionBudget, a NetworkPolicy, a Certificate, a
+/// ServiceMonitor) to its desired state, or, when none is desired, deletes the one the
+/// Memcached owns by that name if it exists.
 ///
 /// Whether one exists comes from `cache`, so the common case, none, costs no request; only a
 /// child the controller applied that the cache has not seen yet is looked up (metadata only).
@@ -324,6 +360,7 @@ where
 async fn ensure_or_remove<K>(
     run: &Run,
     owner: &Memcached,
+    name: &str,
     desired: Option<K>,
     cache: &Store<K::Cached>,
     changes: &mut Vec<Change>,
@@ -332,10 +369,12 @@ where
     K: Child + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
 {
     if let Some(desired) = desired {
-        return ensure(run, owner, desired, cache, changes).await.map(drop);
+        return ensure(run, owner, name, desired, cache, changes)
+            .await
+            .map(drop);
     }
     let kind = K::KIND;
-    let name = owner.name_any();
+    let name = name.to_string();
     let namespace = owner.namespace().unwrap_or_default();
     let api = Api::<K>::namespaced(run.context.client.clone(), &namespace);
     let owned_uid = |marks: &Marks, metadata: &ObjectMeta| {

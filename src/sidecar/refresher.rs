@@ -6,7 +6,8 @@
 //! This loop reads the certificate file every `--interval`; when it differs from the one the
 //! server presents on its client port, it sends `refresh_certs` over TLS to the server on the
 //! pod's loopback (authenticating with the auth file's first credentials when there is one,
-//! and presenting the files' certificate when the server asks for a client certificate), then
+//! and presenting the sidecars' own client certificate, `--client-cert-dir`, when the server
+//! asks for one: it reads the server's certificate and `ca.crt`, never the server's key), then
 //! checks that the server now presents the file's certificate. `refresh_certs` also has
 //! memcached read `ca.crt` again (adding its CAs to those it trusts), so a change of `ca.crt`
 //! alone, with the same certificate, is sent too: that is how a new CA comes to be trusted
@@ -24,10 +25,13 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
-use crate::api::v1beta1::TLS_CA_KEY;
-use crate::tls::certs::ServingCert;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 
-use super::session::{Files, SessionError, presented_certificate, refresh};
+use crate::api::v1beta1::{TLS_CA_KEY, TLS_CERT_KEY};
+use crate::tls::certs::CertError;
+
+use super::session::{self, Files, SessionError, presented_certificate, refresh};
 
 /// The container name of the sidecar in memcached pods.
 pub const CONTAINER_NAME: &str = "cert-refresher";
@@ -35,9 +39,15 @@ pub const CONTAINER_NAME: &str = "cert-refresher";
 /// Flags of `memcached-operator refresh-certs`.
 #[derive(Args, Debug, Clone)]
 pub struct RefreshArgs {
-    /// Directory of the TLS Secret's files (`tls.crt`, `tls.key`, optional `ca.crt`).
+    /// Directory of the server's certificate (`tls.crt`) and, with client certificates, the
+    /// CA file the server reads (`ca.crt`); the server's key is not needed.
     #[arg(long, default_value = "/etc/memcached/tls")]
     pub cert_dir: PathBuf,
+
+    /// Directory of the sidecars' client certificate (`tls.crt`, `tls.key`), presented when
+    /// the server asks for one; without it none is presented.
+    #[arg(long)]
+    pub client_cert_dir: Option<PathBuf>,
 
     /// memcached's auth file, when clients must authenticate; its first credentials are used.
     #[arg(long)]
@@ -70,7 +80,7 @@ pub async fn run(
         return Err(RefreshError::NoCertDir(args.cert_dir));
     }
     let files = Files {
-        cert_dir: args.cert_dir.clone(),
+        client_cert_dir: args.client_cert_dir.clone(),
         auth_file: args.auth_file.clone(),
         port: args.port,
     };
@@ -85,7 +95,7 @@ pub async fn run(
             () = &mut shutdown => return Ok(()),
             () = tokio::time::sleep(args.interval) => {}
         }
-        let on_disk = match files.certificate().await {
+        let on_disk = match file_serial(&args.cert_dir).await {
             Ok(on_disk) => on_disk,
             Err(error) => {
                 warn!(%error, "cannot read the certificate file");
@@ -93,14 +103,14 @@ pub async fn run(
             }
         };
         let ca_now = ca_digest(&args.cert_dir).await;
-        if served.as_deref() == Some(on_disk.serial.as_str()) {
+        if served.as_deref() == Some(on_disk.as_str()) {
             if ca_loaded != Some(ca_now) {
                 if ca_loaded.is_some() {
                     info!("ca.crt changed; sending refresh_certs so that the server reads it");
                 } else {
                     debug!("sending refresh_certs once, so that the server has read this ca.crt");
                 }
-                match refresh(&files, &on_disk).await {
+                match refresh(&files).await {
                     Ok(()) => {
                         if ca_loaded.is_some() {
                             info!("the server has read the changed ca.crt");
@@ -125,7 +135,7 @@ pub async fn run(
                 debug!(%error, "the server does not answer yet");
             }
             Err(error) => {
-                warn!(%error, file_serial = %on_disk.serial, "the server is not refreshed yet")
+                warn!(%error, file_serial = %on_disk, "the server is not refreshed yet")
             }
         }
     }
@@ -141,15 +151,31 @@ async fn ca_digest(cert_dir: &Path) -> CaDigest {
     }
 }
 
-/// Brings the server to `on_disk`, the files' certificate, if it presents another one; returns
-/// the serial it presents afterwards, and whether it was sent `refresh_certs`.
+/// The serial of the leaf in the server's certificate file (`tls.crt` in `cert_dir`).
+async fn file_serial(cert_dir: &Path) -> Result<String, CertError> {
+    let path = cert_dir.join(TLS_CERT_KEY);
+    let pem = session::read(&path).await?;
+    let bad = |message: String| CertError::BadCertificate {
+        path: path.clone(),
+        message,
+    };
+    let leaf = CertificateDer::pem_slice_iter(&pem)
+        .next()
+        .ok_or_else(|| bad("no CERTIFICATE block".into()))?
+        .map_err(|error| bad(error.to_string()))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(&leaf)
+        .map_err(|error| bad(format!("not an X.509 certificate: {error}")))?;
+    Ok(parsed.raw_serial_as_string())
+}
+
+/// Brings the server to `file_serial`, the file's certificate, if it presents another one;
+/// returns the serial it presents afterwards, and whether it was sent `refresh_certs`.
 async fn step(
     files: &Files,
-    on_disk: &ServingCert,
+    file_serial: &str,
     seen_before: bool,
 ) -> Result<(String, bool), SessionError> {
-    let file_serial = on_disk.serial.as_str();
-    let presented = presented_certificate(files, on_disk).await?;
+    let presented = presented_certificate(files).await?;
     if presented == file_serial {
         if !seen_before {
             info!(serial = %presented, "the server presents the certificate file's certificate");
@@ -157,8 +183,8 @@ async fn step(
         return Ok((presented, false));
     }
     info!(served = %presented, file = %file_serial, "the certificate file changed; sending refresh_certs");
-    refresh(files, on_disk).await?;
-    let now = presented_certificate(files, on_disk).await?;
+    refresh(files).await?;
+    let now = presented_certificate(files).await?;
     if now == file_serial {
         info!(serial = %now, "the server presents the renewed certificate");
     } else {
@@ -188,6 +214,7 @@ mod tests {
     async fn a_missing_certificate_directory_stops_the_refresher_with_its_name() {
         let args = RefreshArgs {
             cert_dir: PathBuf::from("/nonexistent/memcached/tls"),
+            client_cert_dir: None,
             auth_file: None,
             port: 11211,
             interval: Duration::from_secs(5),

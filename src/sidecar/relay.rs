@@ -8,7 +8,8 @@
 //! a volume only it and the exporter mount, so nothing on the network reaches it; the socket
 //! is open to every user (mode 0666), since the exporter runs as a user of its own. For each
 //! connection it opens one to its own pod's server on loopback (over TLS when the server
-//! serves TLS, offering the Secret's certificate as memcached's own clients would),
+//! serves TLS, offering the sidecars' own client certificate when the pod has one: never the
+//! server's),
 //! authenticates with the auth file's first credentials when it is given one (read anew for
 //! every connection, so changed credentials are used from the next scrape on), and then
 //! passes on only the commands the exporter sends: `stats`, `stats settings`, `stats slabs`,
@@ -65,9 +66,14 @@ pub struct RelayArgs {
     #[arg(long, default_value_t = 11211, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
 
-    /// Directory of the TLS Secret's files, when the client port serves TLS.
+    /// The client port serves TLS.
     #[arg(long)]
-    pub cert_dir: Option<PathBuf>,
+    pub tls: bool,
+
+    /// Directory of the sidecars' client certificate (`tls.crt`, `tls.key`), presented when
+    /// the server asks for one; only with `--tls`.
+    #[arg(long, requires = "tls")]
+    pub client_cert_dir: Option<PathBuf>,
 }
 
 /// Why the relay stopped.
@@ -106,7 +112,7 @@ pub async fn run(
     let listener = UnixListener::bind(&args.listen).map_err(listen_failed)?;
     std::fs::set_permissions(&args.listen, std::fs::Permissions::from_mode(SOCKET_MODE))
         .map_err(listen_failed)?;
-    info!(listen = %args.listen.display(), port = args.port, tls = args.cert_dir.is_some(), "relaying statistics commands");
+    info!(listen = %args.listen.display(), port = args.port, tls = args.tls, client_certificate = args.client_cert_dir.is_some(), "relaying statistics commands");
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => return Ok(()),
@@ -214,25 +220,23 @@ fn ends_reply(line: &[u8]) -> bool {
 /// A connection to the pod's server, authenticated.
 async fn open(args: &RelayArgs) -> Result<BufReader<Box<dyn Duplex>>, SessionError> {
     let port = args.port;
-    let stream: Box<dyn Duplex> = match &args.cert_dir {
-        Some(cert_dir) => {
-            let files = Files {
-                cert_dir: cert_dir.clone(),
-                auth_file: args.auth_file.clone(),
-                port,
-            };
-            let own = files.certificate().await?;
-            let (stream, _) = session::connect(&files, &own).await?;
-            Box::new(stream.into_inner())
-        }
-        None => Box::new(
+    let stream: Box<dyn Duplex> = if args.tls {
+        let files = Files {
+            client_cert_dir: args.client_cert_dir.clone(),
+            auth_file: args.auth_file.clone(),
+            port,
+        };
+        let (stream, _) = session::connect(&files).await?;
+        Box::new(stream.into_inner())
+    } else {
+        Box::new(
             TcpStream::connect(("127.0.0.1", port))
                 .await
                 .map_err(|error| SessionError::Connection {
                     port,
                     message: format!("cannot connect: {error}"),
                 })?,
-        ),
+        )
     };
     let mut stream = BufReader::new(stream);
     if let Some(auth_file) = &args.auth_file {
@@ -305,7 +309,8 @@ mod tests {
             listen: socket.clone(),
             auth_file: Some(auth_file),
             port,
-            cert_dir: None,
+            tls: false,
+            client_cert_dir: None,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let relay = tokio::spawn(run(
@@ -368,7 +373,8 @@ mod tests {
             listen: socket.clone(),
             auth_file: None,
             port,
-            cert_dir: None,
+            tls: false,
+            client_cert_dir: None,
         };
         let relay = tokio::spawn(run(args, Box::pin(std::future::pending())));
         let client = loop {
@@ -399,7 +405,8 @@ mod tests {
             listen: PathBuf::from("/nonexistent/relay/stats.sock"),
             auth_file: Some(PathBuf::from("/nonexistent/authfile")),
             port: 11211,
-            cert_dir: None,
+            tls: false,
+            client_cert_dir: None,
         };
         let error = run(args, Box::pin(std::future::pending()))
             .await

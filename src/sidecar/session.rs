@@ -1,6 +1,6 @@
 //! One exchange with the pod's own memcached over TLS: the certificate it presents, and
-//! `refresh_certs`. Each exchange is a fresh connection, offering the certificate the caller
-//! read from the files.
+//! `refresh_certs`. Each exchange is a fresh connection, offering the sidecars' own client
+//! certificate, read anew from its files, when the pod has one: never the server's.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,16 +20,17 @@ use tokio_rustls::TlsConnector;
 
 use crate::api::auth_file::{self, Credentials};
 use crate::api::v1beta1::{TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::tls::certs::{CertError, CertPaths, ServingCert, load_pair};
+use crate::tls::certs::{CertError, CertPaths, load_pair};
 
 /// How long one exchange may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where the refresher finds what it needs.
+/// Where a sidecar finds what it presents to the pod's own server.
 #[derive(Clone, Debug)]
 pub struct Files {
-    /// The TLS Secret's directory.
-    pub cert_dir: PathBuf,
+    /// The directory of the sidecars' client certificate (`tls.crt`, `tls.key`), when the
+    /// server asks for client certificates and the pod has one: never the server's own.
+    pub client_cert_dir: Option<PathBuf>,
     /// memcached's auth file, when authentication is on.
     pub auth_file: Option<PathBuf>,
     /// memcached's TLS port on loopback.
@@ -58,6 +59,20 @@ pub enum SessionError {
         /// What failed.
         message: String,
     },
+    /// The client certificate does not allow client authentication: memcached (OpenSSL)
+    /// refuses it as a client's.
+    #[error(
+        "{}: its extended key usage allows {usages}, not client authentication (clientAuth); \
+         memcached refuses it as a client certificate: issue the sidecars' certificate for \
+         client authentication",
+        .path.display()
+    )]
+    NotForClients {
+        /// The certificate file.
+        path: PathBuf,
+        /// What the certificate allows.
+        usages: String,
+    },
     /// memcached answered something other than what was asked for.
     #[error("memcached answered {command} with {reply:?}")]
     Refused {
@@ -69,23 +84,21 @@ pub enum SessionError {
 }
 
 impl Files {
-    /// The certificate and key on disk, checked to make a pair.
-    pub async fn certificate(&self) -> Result<ServingCert, SessionError> {
+    /// The sidecars' client certificate and key on disk, checked to make a pair and to allow
+    /// client authentication; `None` when the pod has none.
+    pub async fn client_identity(&self) -> Result<Option<Arc<CertifiedKey>>, SessionError> {
+        let Some(dir) = &self.client_cert_dir else {
+            return Ok(None);
+        };
         let paths = CertPaths {
-            cert: self.cert_dir.join(TLS_CERT_KEY),
-            key: self.cert_dir.join(TLS_KEY_KEY),
+            cert: dir.join(TLS_CERT_KEY),
+            key: dir.join(TLS_KEY_KEY),
         };
-        let read = |path: PathBuf| async move {
-            tokio::fs::read(&path)
-                .await
-                .map_err(|error| CertError::Unreadable {
-                    path,
-                    message: error.to_string(),
-                })
-        };
-        let cert = read(paths.cert.clone()).await?;
-        let key = read(paths.key.clone()).await?;
-        Ok(load_pair(&paths, &cert, &key, &provider())?)
+        let cert = read(&paths.cert).await?;
+        let key = read(&paths.key).await?;
+        let pair = load_pair(&paths, &cert, &key, &provider())?;
+        for_clients(&paths.cert, &pair.key)?;
+        Ok(Some(pair.key))
     }
 
     /// The auth file's first credentials, as memcached reads them (`user:password`).
@@ -95,6 +108,54 @@ impl Files {
             None => Ok(None),
         }
     }
+}
+
+/// A file's bytes, or an error naming it.
+pub async fn read(path: &Path) -> Result<Vec<u8>, CertError> {
+    tokio::fs::read(path)
+        .await
+        .map_err(|error| CertError::Unreadable {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+}
+
+/// Refuses a leaf whose extended key usage leaves out client authentication, as OpenSSL's
+/// check of a client certificate's purpose does (no such extension allows every use).
+fn for_clients(path: &Path, key: &CertifiedKey) -> Result<(), SessionError> {
+    let Some(leaf) = key.cert.first() else {
+        return Ok(());
+    };
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(leaf) else {
+        return Ok(());
+    };
+    let usage = match parsed.extended_key_usage() {
+        Ok(Some(usage)) => usage.value,
+        _ => return Ok(()),
+    };
+    if usage.any || usage.client_auth {
+        return Ok(());
+    }
+    let mut usages: Vec<String> = [
+        (usage.server_auth, "serverAuth"),
+        (usage.code_signing, "codeSigning"),
+        (usage.email_protection, "emailProtection"),
+        (usage.time_stamping, "timeStamping"),
+        (usage.ocsp_signing, "OCSPSigning"),
+    ]
+    .into_iter()
+    .filter(|(allowed, _)| *allowed)
+    .map(|(_, name)| name.to_string())
+    .collect();
+    usages.extend(usage.other.iter().map(ToString::to_string));
+    Err(SessionError::NotForClients {
+        path: path.to_path_buf(),
+        usages: if usages.is_empty() {
+            "nothing".into()
+        } else {
+            usages.join(", ")
+        },
+    })
 }
 
 /// The first credentials of memcached's auth file, read as memcached reads it; a file the
@@ -118,19 +179,15 @@ fn provider() -> CryptoProvider {
     rustls::crypto::ring::default_provider()
 }
 
-/// The serial of the certificate the server presents now; `own` is the files' pair, offered
-/// as the client certificate.
-pub async fn presented_certificate(
-    files: &Files,
-    own: &ServingCert,
-) -> Result<String, SessionError> {
-    let (_, serial) = connect(files, own).await?;
+/// The serial of the certificate the server presents now.
+pub async fn presented_certificate(files: &Files) -> Result<String, SessionError> {
+    let (_, serial) = connect(files).await?;
     Ok(serial)
 }
 
 /// Sends `refresh_certs` (after the credentials, when there are some) and expects `OK`.
-pub async fn refresh(files: &Files, own: &ServingCert) -> Result<(), SessionError> {
-    let (mut stream, _) = connect(files, own).await?;
+pub async fn refresh(files: &Files) -> Result<(), SessionError> {
+    let (mut stream, _) = connect(files).await?;
     if let Some(credentials) = files.credentials().await? {
         authenticate(&mut stream, files.port, &credentials).await?;
     }
@@ -196,23 +253,27 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
 /// A TLS connection to the pod's own server.
 pub type Stream = BufReader<tokio_rustls::client::TlsStream<TcpStream>>;
 
-/// A TLS connection to the server, and the serial of the certificate it presented. The files'
-/// certificate is offered as the client certificate: a server that requires one trusts the CA
-/// that signed its own.
-pub async fn connect(files: &Files, own: &ServingCert) -> Result<(Stream, String), SessionError> {
+/// A TLS connection to the server, and the serial of the certificate it presented. The
+/// sidecars' client certificate, when the pod has one, is offered when the server asks for
+/// one; otherwise none is.
+pub async fn connect(files: &Files) -> Result<(Stream, String), SessionError> {
     let port = files.port;
     let failed = |message: String| SessionError::Connection { port, message };
+    let identity = files.client_identity().await?;
     let provider = Arc::new(provider());
     let presented = Arc::new(Mutex::new(None));
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|error| failed(error.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(Recorder {
             provider,
             presented: presented.clone(),
-        }))
-        .with_client_cert_resolver(Arc::new(Offer(own.key.clone())));
+        }));
+    let mut config = match identity {
+        Some(key) => builder.with_client_cert_resolver(Arc::new(Offer(key))),
+        None => builder.with_no_client_auth(),
+    };
     config.resumption = rustls::client::Resumption::disabled();
     let connecting = async {
         let tcp = TcpStream::connect(("127.0.0.1", port))
@@ -296,7 +357,7 @@ impl ServerCertVerifier for Recorder {
     }
 }
 
-/// Offers the files' certificate whenever the server asks for one.
+/// Offers the sidecars' client certificate whenever the server asks for one.
 #[derive(Debug)]
 struct Offer(Arc<CertifiedKey>);
 
@@ -323,7 +384,7 @@ mod tests {
         let path = dir.path().join("authfile");
         std::fs::write(&path, text).expect("writes the auth file");
         let files = Files {
-            cert_dir: dir.path().to_path_buf(),
+            client_cert_dir: None,
             auth_file: Some(path),
             port: 11211,
         };
@@ -356,15 +417,57 @@ mod tests {
         }
     }
 
+    fn files_with_client(leaf: &testkit::pki::Leaf) -> (tempfile::TempDir, Files) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join("tls.crt"), &leaf.cert_pem).expect("written");
+        std::fs::write(dir.path().join("tls.key"), &leaf.key_pem).expect("written");
+        let files = Files {
+            client_cert_dir: Some(dir.path().to_path_buf()),
+            auth_file: None,
+            port: 11211,
+        };
+        (dir, files)
+    }
+
     #[tokio::test]
     async fn missing_certificate_files_are_an_error_naming_the_file() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let files = Files {
-            cert_dir: dir.path().to_path_buf(),
+            client_cert_dir: Some(dir.path().to_path_buf()),
             auth_file: None,
             port: 11211,
         };
-        let error = files.certificate().await.expect_err("refused");
+        let error = files.client_identity().await.expect_err("refused");
         assert!(error.to_string().contains("tls.crt"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_pod_without_a_client_certificate_offers_none() {
+        let (_dir, files) = files_with_auth("alice:wonder\n");
+        assert!(files.client_identity().await.expect("no error").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_is_offered_only_if_it_allows_client_authentication() {
+        let ca = testkit::pki::Ca::root();
+        for allowed in [
+            ca.client("memcached-sidecars"),
+            ca.serving(testkit::pki::KeyForm::EcPkcs8),
+        ] {
+            let (_dir, files) = files_with_client(&allowed);
+            let identity = files.client_identity().await.expect("usable");
+            assert!(identity.is_some());
+        }
+        let (dir, files) = files_with_client(&ca.server_only());
+        let error = files
+            .client_identity()
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            error.contains(&dir.path().join("tls.crt").display().to_string())
+                && error.contains("allows serverAuth, not client authentication"),
+            "{error}"
+        );
     }
 }

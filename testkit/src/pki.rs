@@ -126,6 +126,28 @@ impl Ca {
         self.sign(&key, pem, serving_params(names))
     }
 
+    /// A client certificate (fresh EC key) named `name`, whose extended key usage allows
+    /// client authentication only: what cert-manager issues for `usages: [client auth]`.
+    pub fn client(&self, name: &str) -> Leaf {
+        let key = fresh_key();
+        let pem = key.serialize_pem();
+        let mut params = serving_params(&[] as &[&str]);
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        self.sign(&key, pem, params)
+    }
+
+    /// A serving certificate (fresh EC key) for [`loopback_names`] whose extended key usage
+    /// allows server authentication only, as many a server certificate does.
+    pub fn server_only(&self) -> Leaf {
+        let key = fresh_key();
+        let pem = key.serialize_pem();
+        let mut params = serving_params(&loopback_names());
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        self.sign(&key, pem, params)
+    }
+
     /// A serving certificate for [`loopback_names`] that expired at the end of 2020.
     pub fn expired_serving(&self) -> Leaf {
         let key = fresh_key();

@@ -281,6 +281,7 @@ pub async fn a_v1alpha1_round_trip_through_v1beta1_loses_nothing(env: Arc<Env>) 
         "priorityClassName": "cache-high",
         "tls": {
             "secretName": "legacy-tls", "clientAuth": "Require", "plaintextPort": 11312,
+            "clientSecretName": "legacy-sidecars-tls",
             "issuerRef": {"name": "legacy-ca", "kind": "Issuer", "group": "cert-manager.io"},
         },
         "auth": {"secretName": "legacy-auth"},

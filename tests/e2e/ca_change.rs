@@ -5,7 +5,9 @@
 //! certificate is replaced by one the new CA signed. The new CA's clients are served once
 //! `ca.crt` changed (the refresher sent `refresh_certs` for `ca.crt` alone), the new
 //! certificate is then presented, the old CA's clients stay served throughout, and memcached
-//! is never restarted.
+//! is never restarted. As in a pod, the refresher sees the server's certificate and `ca.crt`
+//! but not its key (a directory of its own, as the pod's second volume of the Secret), and
+//! presents a client certificate of its own (client authentication only).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -30,10 +32,13 @@ fn write(dir: &Path, name: &str, contents: &str) {
     std::fs::rename(&staged, dir.join(name)).expect("renamed into place");
 }
 
-fn install(dir: &Path, server: &Leaf, ca_pem: &str) {
+/// The server's files, and the refresher's view of them: the same without the key.
+fn install(dir: &Path, public: &Path, server: &Leaf, ca_pem: &str) {
     write(dir, "tls.key", &server.key_pem);
     write(dir, "tls.crt", &server.cert_pem);
     write(dir, "ca.crt", ca_pem);
+    write(public, "tls.crt", &server.cert_pem);
+    write(public, "ca.crt", ca_pem);
 }
 
 /// Whether a client presenting `client`'s certificate is served (`version` answered), and the
@@ -69,9 +74,12 @@ pub async fn a_new_ca_is_trusted_before_certificates_it_signs_are_presented(_env
         old_ca.serving(KeyForm::EcPkcs8),
         new_ca.serving(KeyForm::EcPkcs8),
     );
-    let dir = readable_dir();
+    let (dir, public, client_dir) = (readable_dir(), readable_dir(), readable_dir());
     let first = old_ca.serving(KeyForm::EcPkcs8);
-    install(dir.path(), &first, &old_ca.pem);
+    install(dir.path(), public.path(), &first, &old_ca.pem);
+    let sidecars = old_ca.client("memcached-sidecars");
+    write(client_dir.path(), "tls.crt", &sidecars.cert_pem);
+    write(client_dir.path(), "tls.key", &sidecars.key_pem);
 
     let ports = port_file_dir();
     let port_file = ports.path().join("ports");
@@ -100,7 +108,8 @@ pub async fn a_new_ca_is_trusted_before_certificates_it_signs_are_presented(_env
     .await;
     let refresher_args: Vec<String> = [
         "refresh-certs".to_string(),
-        format!("--cert-dir={}", dir.path().display()),
+        format!("--cert-dir={}", public.path().display()),
+        format!("--client-cert-dir={}", client_dir.path().display()),
         format!("--port={port}"),
         "--interval=1s".to_string(),
     ]
@@ -124,6 +133,7 @@ pub async fn a_new_ca_is_trusted_before_certificates_it_signs_are_presented(_env
 
     // The new CA joins ca.crt; the certificate stays.
     write(dir.path(), "ca.crt", &both);
+    write(public.path(), "ca.crt", &both);
     eventually("memcached serves the new CA's client too", WAIT, || async {
         served(port, &both, &new_client).await.ok()
     })
@@ -134,7 +144,7 @@ pub async fn a_new_ca_is_trusted_before_certificates_it_signs_are_presented(_env
 
     // Only now the certificate the new CA signed.
     let second = new_ca.serving(KeyForm::EcPkcs8);
-    install(dir.path(), &second, &both);
+    install(dir.path(), public.path(), &second, &both);
     eventually("memcached presents the new certificate", WAIT, || async {
         let serial = served(port, &both, &old_client).await.ok()?;
         (serial == second.serial).then_some(())

@@ -1,4 +1,4 @@
-//! The children of kinds other projects define: the cert-manager Certificate of
+//! The children of kinds other projects define: the cert-manager Certificates of
 //! `spec.tls.issuerRef` and the ServiceMonitor of `spec.monitoring.serviceMonitor`.
 //!
 //! Where the cluster does not serve their APIs the Memcached says so (Degraded, reason
@@ -147,10 +147,14 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
         monitors.get_opt("cache").await.ok().flatten()
     })
     .await;
+    let client_certificate = eventually("the sidecars' Certificate is written", WAIT, || async {
+        certificates.get_opt("cache-client").await.ok().flatten()
+    })
+    .await;
     assert_eq!(env.operator_pid().await, pid, "the same operator process");
     let cleared = degraded(&memcacheds, "cache", "False", "Degraded cleared").await;
     assert_eq!(cleared.reason, "AsExpected");
-    for child in [&certificate, &monitor] {
+    for child in [&certificate, &client_certificate, &monitor] {
         let owners = child.owner_references();
         assert_eq!(owners.len(), 1, "{owners:?}");
         assert_eq!(Some(owners[0].uid.clone()), created.uid());
@@ -169,6 +173,20 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
         "{spec}"
     );
     assert_eq!(
+        spec["usages"],
+        json!(["digital signature", "key encipherment", "server auth"])
+    );
+    // The sidecars' own: client authentication only, into a Secret of their own.
+    let client_spec = &client_certificate.data["spec"];
+    assert_eq!(client_spec["secretName"], "cache-client-tls");
+    assert_eq!(client_spec["commonName"], "cache-client");
+    assert_eq!(client_spec["issuerRef"], spec["issuerRef"]);
+    assert_eq!(
+        client_spec["usages"],
+        json!(["digital signature", "key encipherment", "client auth"])
+    );
+    assert!(client_spec.get("dnsNames").is_none(), "{client_spec}");
+    assert_eq!(
         monitor.labels().get("release").map(String::as_str),
         Some("prometheus")
     );
@@ -181,6 +199,33 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
          ServiceMonitor {} written and owned",
         certificate.name_any(),
         monitor.name_any()
+    );
+
+    // No client certificate asked for: the sidecars' Certificate goes, the servers' stays.
+    memcacheds
+        .patch(
+            "cache",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "tls": { "clientAuth": "None" } } })),
+        )
+        .await
+        .expect("the Memcached is patched");
+    eventually("the sidecars' Certificate is removed", WAIT, || async {
+        certificates
+            .get_opt("cache-client")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        certificates
+            .get_opt("cache")
+            .await
+            .expect("the Certificates can be read")
+            .is_some(),
+        "the servers' Certificate stays"
     );
 
     // No longer asked for: both go.

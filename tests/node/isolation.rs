@@ -3,9 +3,12 @@
 //! with TLS under client certificates, authentication, a warm restart's memory file and
 //! monitoring. memcached runs under the supervisor as its container's first process; each
 //! sidecar runs as its own user, in its own process namespace; the exporter can neither see
-//! nor signal memcached, nor open the server's key, the auth file or the memory file, even
-//! holding memcached's groups; the refresher and the relay open what they need and nothing of
-//! memcached's own. A user that holds memcached's ids opens all three, so the paths are right.
+//! nor signal memcached, nor open the server's key, the sidecars' client key, the auth file or
+//! the memory file, even holding memcached's groups; the refresher and the relay open what
+//! they need (the sidecars' own client certificate, the credentials; the refresher the server's
+//! certificate) and never the server's key nor anything of memcached's own. A user that holds
+//! memcached's ids opens the server's key, the auth file and the memory file, so the paths are
+//! right.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -18,9 +21,11 @@ use testkit::pki::Ca;
 
 use crate::cluster::{Env, WAIT, eventually, pod_address};
 use crate::metrics::{scrape, value};
-use crate::secured::{create_and_wait, create_secret, pod, tls_data};
+use crate::secured::{client_data, create_and_wait, create_secret, pod, tls_data};
 
 const KEY: &str = "/etc/memcached/tls/tls.key";
+const CERTIFICATE: &str = "/etc/memcached/tls/tls.crt";
+const CLIENT_KEY: &str = "/etc/memcached/client-tls/tls.key";
 const AUTH_FILE: &str = "/etc/memcached/auth/authfile";
 const MEMORY_FILE: &str = "/var/cache/memcached/memory_file";
 /// The sidecars and the user and group each runs as (`children::identity`).
@@ -47,6 +52,13 @@ pub async fn each_container_reaches_only_its_own_processes_and_files(env: Arc<En
         BTreeMap::from([("authfile", "isolated:reader-5e1b\n".to_string())]),
     )
     .await;
+    create_secret(
+        &env,
+        &namespace,
+        "isolated-client-tls",
+        client_data(&ca.client("isolated-sidecars")),
+    )
+    .await;
     create_and_wait(
         &env,
         &namespace,
@@ -54,7 +66,11 @@ pub async fn each_container_reaches_only_its_own_processes_and_files(env: Arc<En
         json!({
             "memcached": { "memoryLimitMB": 64, "warmRestart": true },
             "resources": { "limits": { "memory": "160Mi" } },
-            "tls": { "secretName": "isolated-tls", "clientAuth": "Require" },
+            "tls": {
+                "secretName": "isolated-tls",
+                "clientAuth": "Require",
+                "clientSecretName": "isolated-client-tls",
+            },
             "auth": { "secretName": "isolated-auth" },
             "monitoring": {},
         }),
@@ -141,6 +157,11 @@ pub async fn each_container_reaches_only_its_own_processes_and_files(env: Arc<En
             "the exporter may not signal {target}: {refused:?}"
         );
     }
+    let in_exporter = open_as(user, group, &groups, &inside(exporter, CLIENT_KEY));
+    assert!(
+        in_exporter.is_err(),
+        "{CLIENT_KEY} in the exporter's root: {in_exporter:?}"
+    );
     for path in [KEY, AUTH_FILE, MEMORY_FILE] {
         // Through memcached's root, as the issue's /proc/PID/root path went.
         let through_memcached = open_as(user, group, &groups, &inside(memcached, path));
@@ -165,18 +186,27 @@ pub async fn each_container_reaches_only_its_own_processes_and_files(env: Arc<En
         assert_eq!(allowed, Ok(()), "memcached opens {path}");
     }
 
-    // The refresher and the relay open the Secrets they need, not memcached's memory file.
-    for name in ["cert-refresher", "stats-relay"] {
+    // The refresher and the relay open what they need: their own client certificate and the
+    // credentials, the refresher the server's certificate; never the server's key, nor
+    // memcached's memory file.
+    for (name, needs) in [
+        ("cert-refresher", &[CLIENT_KEY, AUTH_FILE, CERTIFICATE][..]),
+        ("stats-relay", &[CLIENT_KEY, AUTH_FILE][..]),
+    ] {
         let (pid, seen) = sidecars[name].clone();
         let groups = seen.all_groups();
-        for path in [KEY, AUTH_FILE] {
+        for path in needs {
             assert_eq!(
                 open_as(seen.user, seen.group, &groups, &inside(pid, path)),
                 Ok(()),
                 "{name} reads {path}"
             );
         }
-        for target in [inside(pid, MEMORY_FILE), inside(memcached, KEY)] {
+        for target in [
+            inside(pid, KEY),
+            inside(pid, MEMORY_FILE),
+            inside(memcached, KEY),
+        ] {
             let refused = open_as(seen.user, seen.group, &groups, &target);
             assert!(
                 refused.is_err(),

@@ -16,7 +16,7 @@ use testkit::pki::Ca;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::{Env, WAIT, eventually, pod_address};
-use crate::secured::{create_and_wait, create_secret, pod, tls_data};
+use crate::secured::{client_data, create_and_wait, create_secret, pod, tls_data};
 
 const USER: &str = "prometheus-reader";
 const PASSWORD: &str = "scrape-9d2c";
@@ -39,11 +39,22 @@ pub async fn the_exporter_reports_what_clients_did_with_tls_and_authentication_o
         BTreeMap::from([("authfile", format!("{USER}:{PASSWORD}\n"))]),
     )
     .await;
+    create_secret(
+        &env,
+        &namespace,
+        "sidecars-tls",
+        client_data(&ca.client("memcached-sidecars")),
+    )
+    .await;
     let client = ca.serving_for(&["memcached-client"]);
     for (name, auth) in [("authenticated", true), ("certificates", false)] {
         let started = Instant::now();
         let mut spec = json!({
-            "tls": { "secretName": "cache-tls", "clientAuth": "Require" },
+            "tls": {
+                "secretName": "cache-tls",
+                "clientAuth": "Require",
+                "clientSecretName": "sidecars-tls",
+            },
             "monitoring": {},
         });
         if auth {

@@ -1,11 +1,15 @@
 //! A certificate renewed by cert-manager reaches every memcached server without a restart and
-//! without losing an item: the servers of a two-server Memcached take their certificate from
-//! the cert-manager Certificate the operator writes for `spec.tls.issuerRef` (a CA issuer);
-//! items are set, a client loop sets and reads items over fresh TLS connections throughout,
-//! and the Certificate is renewed. The kubelet brings the
+//! without losing an item, under client certificates: the servers of a two-server Memcached
+//! require them (`clientAuth: Require`) and take their certificate from the cert-manager
+//! Certificate the operator writes for `spec.tls.issuerRef` (a CA issuer), server
+//! authentication only; the operator also writes the sidecars' own Certificate
+//! (`cache-client`, client authentication only), which the certificate refresher presents and
+//! the test's clients present too. Items are set, a client loop sets and reads items over fresh
+//! TLS connections throughout, and the server Certificate is renewed. The kubelet brings the
 //! new files into the pods, the certificate refresher beside each server sends it
-//! `refresh_certs`, and every server then presents the new serial: with the same memcached
-//! processes (container restart counts and process start times), and every item still there.
+//! `refresh_certs` (presenting its own certificate: it cannot read the server's key), and
+//! every server then presents the new serial: with the same memcached processes (container
+//! restart counts and process start times), and every item still there.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 use testkit::containers::memcached_pid;
 use testkit::memcache::{Connection, Tls};
+use testkit::pki::Leaf;
 use testkit::procfs::start_ticks;
 
 use crate::cluster::{Env, WAIT, eventually, pod_address};
@@ -36,7 +41,11 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         "replicas": 2,
         "memcached": { "memoryLimitMB": 16 },
         "resources": { "limits": { "memory": "64Mi" } },
-        "tls": { "secretName": "cache-tls", "issuerRef": { "name": "cache-ca" } },
+        "tls": {
+            "secretName": "cache-tls",
+            "issuerRef": { "name": "cache-ca" },
+            "clientAuth": "Require",
+        },
     });
     let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
     let certificates = testkit::certificates::certificates(&env.client, &namespace);
@@ -56,12 +65,71 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         owner.metadata.uid,
         "the Memcached owns its Certificate"
     );
+    let client_certificate = eventually(
+        "the operator writes the sidecars' Certificate cache-client",
+        WAIT,
+        || async { certificates.get_opt("cache-client").await.ok().flatten() },
+    )
+    .await;
+    assert_eq!(
+        client_certificate
+            .metadata
+            .owner_references
+            .as_ref()
+            .map(|o| o[0].uid.clone()),
+        owner.metadata.uid,
+        "the Memcached owns the sidecars' Certificate"
+    );
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &namespace);
     let first = eventually("cert-manager issues cache-tls", WAIT, || async {
         let secret = secrets.get("cache-tls").await.ok()?;
         leaf_serial(&secret)
     })
     .await;
+    let client = eventually("cert-manager issues cache-client-tls", WAIT, || async {
+        let secret = secrets.get("cache-client-tls").await.ok()?;
+        let data = secret.data?;
+        let text = |key: &str| String::from_utf8(data.get(key)?.0.clone()).ok();
+        let cert_pem = text("tls.crt")?;
+        let der = rustls_pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+            .next()?
+            .ok()?;
+        Some(Leaf {
+            serial: testkit::pki::serial_of(&der),
+            key_pem: text("tls.key")?,
+            cert_pem,
+        })
+    })
+    .await;
+    let usages = |secret: &str| {
+        let secrets = secrets.clone();
+        let secret = secret.to_string();
+        async move {
+            let object = secrets.get(&secret).await.expect("the Secret");
+            let pem = object.data.unwrap_or_default()["tls.crt"].0.clone();
+            let der = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+                .next()
+                .expect("a certificate")
+                .expect("a PEM certificate");
+            let (_, parsed) = x509_parser::parse_x509_certificate(&der).expect("X.509");
+            let usage = parsed
+                .extended_key_usage()
+                .expect("a well-formed extension")
+                .expect("an extended key usage")
+                .value;
+            (usage.server_auth, usage.client_auth)
+        }
+    };
+    assert_eq!(
+        usages("cache-tls").await,
+        (true, false),
+        "the servers' certificate is for server authentication only"
+    );
+    assert_eq!(
+        usages("cache-client-tls").await,
+        (false, true),
+        "the sidecars' certificate is for client authentication only"
+    );
     let ca_pem = {
         let secret = secrets.get("cache-tls").await.expect("the Secret");
         let data = secret.data.unwrap_or_default();
@@ -73,7 +141,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
     })
     .await;
 
-    let servers = servers(&env, &namespace, &ca_pem).await;
+    let servers = servers(&env, &namespace, &ca_pem, &client).await;
     let before: Vec<Identity> = servers.iter().map(|s| s.identity()).collect();
     for server in &servers {
         let served = presented(server).await.expect("a TLS handshake");
@@ -307,14 +375,18 @@ pub fn identity_of(pod: &Pod) -> Identity {
     (name, restarts, ticks)
 }
 
-async fn servers(env: &Env, namespace: &str, ca_pem: &str) -> Vec<Server> {
+async fn servers(env: &Env, namespace: &str, ca_pem: &str, client: &Leaf) -> Vec<Server> {
     pods(env, namespace)
         .await
         .iter()
         .map(|pod| {
             let (name, restarts, start_ticks) = identity_of(pod);
             Server {
-                tls: Tls::new(ca_pem, &format!("{name}.cache.{namespace}.svc"), None),
+                tls: Tls::new(
+                    ca_pem,
+                    &format!("{name}.cache.{namespace}.svc"),
+                    Some(client),
+                ),
                 address: pod_address(pod, 11211),
                 pod: name,
                 restarts,

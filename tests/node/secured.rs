@@ -29,6 +29,13 @@ pub async fn tls_client_certificates_and_credentials_are_required_of_every_clien
     create_secret(
         &env,
         &namespace,
+        "secured-client-tls",
+        client_data(&ca.client("secured-sidecars")),
+    )
+    .await;
+    create_secret(
+        &env,
+        &namespace,
         "secured-auth",
         BTreeMap::from([("authfile", format!("{USER}:{PASSWORD}\n"))]),
     )
@@ -42,6 +49,7 @@ pub async fn tls_client_certificates_and_credentials_are_required_of_every_clien
             "tls": {
                 "secretName": "secured-tls",
                 "clientAuth": "Require",
+                "clientSecretName": "secured-client-tls",
                 "plaintextPort": 11212,
             },
             "auth": { "secretName": "secured-auth" },
@@ -210,6 +218,14 @@ pub async fn tls_alone_serves_tls_clients_and_refuses_plaintext(env: Arc<Env>) {
         "nothing listens on 11212: {:?}",
         closed.is_ok()
     );
+}
+
+/// The Secret data of the sidecars' client certificate: the certificate and its key.
+pub fn client_data(client: &Leaf) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        ("tls.crt", client.cert_pem.clone()),
+        ("tls.key", client.key_pem.clone()),
+    ])
 }
 
 /// The Secret data of a TLS Secret: the serving certificate, its key, and the CA.

@@ -11,7 +11,8 @@ use regex::Regex;
 use super::image::check_image;
 use crate::admission::violation::{Violation, Warnings};
 use crate::api::v1beta1::{
-    ClientAuth, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES, MemcachedSpec,
+    ClientAuth, DEFAULT_PORT, DEFAULT_TERMINATION_GRACE_SECONDS, MAX_ALLOWED_SOURCES,
+    MemcachedSpec, TlsSpec,
 };
 
 /// The longest Secret name.
@@ -68,6 +69,7 @@ pub(super) fn check(
                  client certificates against",
             ));
         }
+        check_client_identity(tls, violations);
         let client_port = spec
             .service
             .as_ref()
@@ -158,6 +160,34 @@ pub(super) fn check_sources(
     }
 }
 
+/// The sidecars' client certificate under `clientAuth`: issued by the operator with
+/// `issuerRef`, otherwise a Secret the user names (required with `Require`), never the
+/// server's own Secret, and named only when a client certificate is asked for.
+fn check_client_identity(tls: &TlsSpec, violations: &mut Vec<Violation>) {
+    const FIELD: &str = "spec.tls.clientSecretName";
+    let client_auth = tls.client_auth.unwrap_or_default();
+    match tls.client_secret_name.as_deref() {
+        None if client_auth == ClientAuth::Require && tls.issuer_ref.is_none() => {
+            violations.push(Violation::new(
+                FIELD,
+                "is required with clientAuth Require and no issuerRef: the Secret with the \
+                 client certificate the pod's sidecars present (they never use the server's key)",
+            ));
+        }
+        None => {}
+        Some(_) if client_auth == ClientAuth::None => violations.push(Violation::new(
+            FIELD,
+            "is used only with clientAuth Request or Require: with None no client certificate \
+             is asked for",
+        )),
+        Some(name) if tls.secret_name.as_deref() == Some(name) => violations.push(Violation::new(
+            FIELD,
+            "must not be spec.tls.secretName: the sidecars never hold the server's key",
+        )),
+        Some(name) => check_secret_name(FIELD, Some(name), "tls.crt and tls.key", violations),
+    }
+}
+
 fn check_secret_name(
     field: &str,
     name: Option<&str>,
@@ -219,6 +249,50 @@ mod tests {
             ..MemcachedSpec::default()
         };
         assert_eq!(violations(&named), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_sidecars_client_certificate_is_their_own_and_named_where_needed() {
+        let spec = |client_auth, issuer: bool, client: Option<&str>| MemcachedSpec {
+            tls: Some(TlsSpec {
+                secret_name: Some("cache-tls".into()),
+                client_auth: Some(client_auth),
+                issuer_ref: issuer.then(|| crate::api::v1beta1::IssuerRef {
+                    name: "ca".into(),
+                    ..Default::default()
+                }),
+                client_secret_name: client.map(String::from),
+                ..TlsSpec::default()
+            }),
+            ..MemcachedSpec::default()
+        };
+        let found = violations(&spec(ClientAuth::Require, false, None));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("spec.tls.clientSecretName") && found[0].contains("is required"),
+            "{found:?}"
+        );
+        let found = violations(&spec(ClientAuth::Require, false, Some("cache-tls")));
+        assert!(
+            found[0].contains("never hold the server's key"),
+            "{found:?}"
+        );
+        let found = violations(&spec(ClientAuth::None, false, Some("cache-client")));
+        assert!(found[0].contains("only with clientAuth"), "{found:?}");
+        let found = violations(&spec(ClientAuth::Request, false, Some("Bad_Name")));
+        assert!(
+            found[0].contains("\"Bad_Name\" is not a Secret name"),
+            "{found:?}"
+        );
+        for fine in [
+            spec(ClientAuth::Require, false, Some("cache-client")),
+            spec(ClientAuth::Require, true, None),
+            spec(ClientAuth::Require, true, Some("cache-client")),
+            spec(ClientAuth::Request, false, None),
+            spec(ClientAuth::None, false, None),
+        ] {
+            assert_eq!(violations(&fine), Vec::<String>::new(), "{fine:?}");
+        }
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub const MAX_AUTH_ENTRIES: usize = crate::api::auth_file::MAX_ENTRIES;
 #[x_kube(validation = cel::tls_secret_is_named())]
 #[x_kube(validation = cel::one_certificate_source())]
 #[x_kube(validation = cel::service_ca_has_no_client_ca())]
+#[x_kube(validation = cel::required_client_identity())]
+#[x_kube(validation = cel::client_secret_only_with_client_auth())]
+#[x_kube(validation = cel::client_secret_is_not_the_servers())]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
     /// The Secret in the Memcached's namespace that holds the server's certificate chain
@@ -46,6 +49,18 @@ pub struct TlsSpec {
     /// verified when given) or `Require` (refused without one). Defaults to `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_auth: Option<ClientAuth>,
+
+    /// With `clientAuth` `Request` or `Require`: the Secret holding the client certificate
+    /// (`tls.crt`) and key (`tls.key`) the pod's sidecars (the certificate refresher and the
+    /// stats relay) present to the servers. Never the server's Secret: the sidecars do not
+    /// read the server's key. The certificate must be signed by a CA of `ca.crt` and allow
+    /// client authentication (extended key usage `clientAuth`, or none). With `issuerRef`
+    /// the operator issues it (a Certificate `<name>-client`, client authentication only)
+    /// into this Secret, `<name>-client-tls` when unset. Without `issuerRef` it is required
+    /// with `Require`; with `Request` and none, the sidecars present no certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
+    pub client_secret_name: Option<String>,
 
     /// The image of the certificate refresher, the sidecar that brings a renewed certificate
     /// into the running servers (`memcached-operator refresh-certs`). Defaults to the

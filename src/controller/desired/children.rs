@@ -244,16 +244,17 @@ pub fn prefer_distinct_nodes(labels: BTreeMap<String, String>) -> Affinity {
 /// The StatefulSet `<name>`: one pod per server, in parallel, behind the headless Service.
 pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> StatefulSet {
     let spec = &memcached.spec;
-    let (mut volumes, mut mounts) = security::volumes(memcached);
+    let secret_volumes = security::volumes(memcached);
+    let (mut volumes, mut mounts) = (secret_volumes.volumes, secret_volumes.memcached);
     let secrets = !volumes.is_empty();
     let refresher = security::refresher(
         memcached,
         port(memcached),
-        &mounts,
+        &secret_volumes.refresher,
         identity::sidecar(identity::REFRESHER, platform),
     );
     let (monitors, monitor_volumes) =
-        monitoring::sidecars(memcached, port(memcached), &mounts, platform);
+        monitoring::sidecars(memcached, port(memcached), &secret_volumes.relay, platform);
     volumes.extend(monitor_volumes);
     // The installer first: init containers start in order, and it must end before memcached.
     let init_containers: Vec<Container> = supervision::installer(memcached)

@@ -4,7 +4,7 @@
 //! - [`plan`]: the effective (defaulted) Memcached and, unless its spec breaks the admission
 //!   rules, its desired children;
 //! - `children`: the desired StatefulSet, headless Service, PodDisruptionBudget, NetworkPolicy,
-//!   cert-manager Certificate and ServiceMonitor;
+//!   cert-manager Certificates (the servers', the sidecars') and ServiceMonitor;
 //! - `status`: the status and its conditions, from what the children report;
 //! - `drift`: whether a cached child needs a write, or a field-by-field comparison.
 
@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
-use self::children::certificate::{Certificate, desired_certificate};
+use self::children::certificate::{Certificate, desired_certificate, desired_client_certificate};
 use self::children::network::desired_network_policy;
 use self::children::service_monitor::{ServiceMonitor, desired_service_monitor};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
@@ -47,6 +47,9 @@ pub struct DesiredChildren {
     pub network_policy: Option<NetworkPolicy>,
     /// Its cert-manager Certificate; `None` when `spec.tls.issuerRef` asks for none.
     pub certificate: Option<Certificate>,
+    /// The cert-manager Certificate of its sidecars' client certificate (`<name>-client`);
+    /// `None` unless `spec.tls.issuerRef` issues the certificates and clients must present one.
+    pub client_certificate: Option<Certificate>,
     /// Its ServiceMonitor; `None` when `spec.monitoring.serviceMonitor` asks for none.
     pub service_monitor: Option<ServiceMonitor>,
 }
@@ -73,6 +76,7 @@ pub fn plan(object: &Memcached, defaults: &Defaults, platform: Platform) -> Plan
             budget: desired_pdb(&effective),
             network_policy: desired_network_policy(&effective),
             certificate: desired_certificate(&effective),
+            client_certificate: desired_client_certificate(&effective),
             service_monitor: desired_service_monitor(&effective),
         }),
         Err(denial) => Err(denial.message),

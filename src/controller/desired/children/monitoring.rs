@@ -6,10 +6,11 @@
 //! TLS alone it speaks TLS itself and does not verify the server's name (the server is its own
 //! pod's, on loopback, under whatever names the user's certificate holds). When the server
 //! asks for client certificates (`clientAuth` `Request` or `Require`) or for credentials,
-//! the exporter would need the server's key or the auth file to talk to it, so instead it
+//! the exporter would need a client certificate or the auth file to talk to it, so instead it
 //! talks to the stats relay (`memcached-operator relay-stats`) on a Unix socket in a
 //! memory-backed volume only the two of them mount, and the relay authenticates, over TLS
-//! when the server serves it. Each runs as its own user (`children::identity`).
+//! when the server serves it, with the sidecars' own client certificate (never the server's
+//! key). Each runs as its own user (`children::identity`).
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, Volume, VolumeMount,
@@ -17,7 +18,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::identity::{self, EXPORTER, Platform, RELAY};
-use super::security::{self, AUTH_DIR, TLS_DIR};
+use super::security::{self, CLIENT_TLS_DIR};
 use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{ClientAuth, DEFAULT_METRICS_PORT, Memcached};
 use crate::operator;
@@ -56,12 +57,12 @@ pub fn relayed(memcached: &Memcached) -> bool {
 }
 
 /// The exporter's and the relay's containers, and the relay's socket volume; nothing when
-/// monitoring is off. `port` is memcached's client port, `secret_mounts` the mounts of the
-/// TLS and authentication Secrets.
+/// monitoring is off. `port` is memcached's client port, `relay_mounts` the relay's Secret
+/// mounts ([`SecretVolumes::relay`](super::security::SecretVolumes)).
 pub fn sidecars(
     memcached: &Memcached,
     port: i32,
-    secret_mounts: &[VolumeMount],
+    relay_mounts: &[VolumeMount],
     platform: Platform,
 ) -> (Vec<Container>, Vec<Volume>) {
     let (Some(monitoring), Some(metrics_port)) =
@@ -99,16 +100,12 @@ pub fn sidecars(
             relay_args.push(format!("--auth-file={}", security::auth_file()));
         }
         if tls.is_some() {
-            relay_args.push(format!("--cert-dir={TLS_DIR}"));
+            relay_args.push("--tls".into());
         }
-        let mut relay_mounts: Vec<VolumeMount> = secret_mounts
-            .iter()
-            .filter(|mount| {
-                (tls.is_some() && mount.mount_path == TLS_DIR)
-                    || (auth && mount.mount_path == AUTH_DIR)
-            })
-            .cloned()
-            .collect();
+        if security::client_secret(memcached).is_some() {
+            relay_args.push(format!("--client-cert-dir={CLIENT_TLS_DIR}"));
+        }
+        let mut relay_mounts = relay_mounts.to_vec();
         relay_mounts.push(socket_mount.clone());
         containers.push(Container {
             name: relay::CONTAINER_NAME.into(),

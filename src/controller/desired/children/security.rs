@@ -1,18 +1,24 @@
 //! The parts of a memcached pod that secure its clients: memcached's TLS and auth-file flags,
 //! the Secret volumes they read, the certificate refresher, and the plaintext port beside TLS.
 //!
-//! The Secrets are mounted whole, never copied, and only into the containers that read them:
-//! the kubelet keeps their files current, and memcached reads them at start, its certificate
-//! again on `refresh_certs` (which the certificate refresher sends), its auth file again on
-//! SIGHUP (which the supervisor it runs under sends, `children::supervision`). The operator
-//! itself never reads them.
+//! The Secrets are mounted whole, never copied, and each only into the containers that read
+//! it: memcached mounts the server's TLS Secret and the auth Secret; the certificate
+//! refresher the server's certificate and `ca.crt` (a second volume of the same Secret, without
+//! its key), the sidecars' client certificate and the auth Secret; the stats relay the client
+//! certificate and the auth Secret. The kubelet keeps their files current, and memcached
+//! reads them at start, its certificate again on `refresh_certs` (which the certificate
+//! refresher sends), its auth file again on SIGHUP (which the supervisor it runs under sends,
+//! `children::supervision`). The operator itself never reads them.
 
 use k8s_openapi::api::core::v1::{
-    Container, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Container, KeyToPath, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
+use kube::ResourceExt;
 
 use crate::admission::defaults::memory_bound;
-use crate::api::v1beta1::{AUTH_FILE_KEY, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use crate::api::v1beta1::{
+    AUTH_FILE_KEY, ClientAuth, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY,
+};
 use crate::operator;
 use crate::sidecar::refresher;
 
@@ -30,8 +36,29 @@ pub const REFRESHER_MEMORY: &str = "32Mi";
 /// The CPU request of the sidecars from the operator's image.
 pub const REFRESHER_CPU: &str = "5m";
 
+/// Where the sidecars' client certificate is mounted, in the refresher and the relay.
+pub const CLIENT_TLS_DIR: &str = "/etc/memcached/client-tls";
+
 const TLS_VOLUME: &str = "tls";
+/// The server's TLS Secret again, without its key: the refresher's view of it.
+const TLS_PUBLIC_VOLUME: &str = "tls-public";
+const CLIENT_TLS_VOLUME: &str = "client-tls";
 const AUTH_VOLUME: &str = "auth";
+
+/// The Secret holding the sidecars' client certificate, when the servers ask for client
+/// certificates and the pod has one: `spec.tls.clientSecretName`, or with `issuerRef` the
+/// operator's `<name>-client-tls`.
+pub fn client_secret(memcached: &Memcached) -> Option<String> {
+    let tls = memcached.spec.tls.as_ref()?;
+    if tls.client_auth.unwrap_or_default() == ClientAuth::None {
+        return None;
+    }
+    match (&tls.client_secret_name, &tls.issuer_ref) {
+        (Some(name), _) => Some(name.clone()),
+        (None, Some(_)) => Some(format!("{}-client-tls", memcached.name_any())),
+        (None, None) => None,
+    }
+}
 
 /// The auth file's path in the memcached container (and the sidecars' that mount it).
 pub fn auth_file() -> String {
@@ -86,8 +113,10 @@ pub fn args(memcached: &Memcached, port: i32) -> Vec<String> {
 }
 
 /// The certificate refresher, a native sidecar (an init container that keeps running) beside a
-/// TLS server: it reads the same Secret files and sends the server `refresh_certs` on its
-/// loopback when the certificate file changes (`memcached-operator refresh-certs`).
+/// TLS server: it reads the server's certificate and `ca.crt` (not its key) and sends the
+/// server `refresh_certs` on its loopback when either changes (`memcached-operator
+/// refresh-certs`), presenting the sidecars' client certificate when there is one. `mounts`
+/// are [`SecretVolumes::refresher`].
 pub fn refresher(
     memcached: &Memcached,
     port: i32,
@@ -100,6 +129,9 @@ pub fn refresher(
         format!("--cert-dir={TLS_DIR}"),
         format!("--port={port}"),
     ];
+    if client_secret(memcached).is_some() {
+        args.push(format!("--client-cert-dir={CLIENT_TLS_DIR}"));
+    }
     if memcached.spec.auth.is_some() {
         args.push(format!("--auth-file={}", auth_file()));
     }
@@ -116,40 +148,80 @@ pub fn refresher(
     })
 }
 
-/// The Secret volumes of a pod, and their mounts in the memcached container.
-pub fn volumes(memcached: &Memcached) -> (Vec<Volume>, Vec<VolumeMount>) {
+/// The Secret volumes of a pod, and which container mounts which.
+#[derive(Clone, Debug, Default)]
+pub struct SecretVolumes {
+    /// The volumes.
+    pub volumes: Vec<Volume>,
+    /// memcached's: the server's TLS Secret, the auth Secret.
+    pub memcached: Vec<VolumeMount>,
+    /// The certificate refresher's: the server's certificate and `ca.crt` (not its key), the
+    /// sidecars' client certificate, the auth Secret.
+    pub refresher: Vec<VolumeMount>,
+    /// The stats relay's: the sidecars' client certificate, the auth Secret.
+    pub relay: Vec<VolumeMount>,
+}
+
+/// The Secret volumes of a pod, and their mounts.
+pub fn volumes(memcached: &Memcached) -> SecretVolumes {
     let spec = &memcached.spec;
-    let wanted = [
-        (
-            TLS_VOLUME,
-            TLS_DIR,
-            spec.tls.as_ref().and_then(|t| t.secret_name.clone()),
-        ),
-        (
-            AUTH_VOLUME,
-            AUTH_DIR,
-            spec.auth.as_ref().and_then(|a| a.secret_name.clone()),
-        ),
-    ];
-    wanted
-        .into_iter()
-        .filter_map(|(name, dir, secret)| {
-            let volume = Volume {
-                name: name.into(),
-                secret: Some(SecretVolumeSource {
-                    secret_name: Some(secret?),
-                    default_mode: Some(SECRET_FILE_MODE),
-                    ..SecretVolumeSource::default()
-                }),
-                ..Volume::default()
-            };
-            let mount = VolumeMount {
-                name: name.into(),
-                mount_path: dir.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            };
-            Some((volume, mount))
-        })
-        .unzip()
+    let mut out = SecretVolumes::default();
+    let mount = |name: &str, dir: &str| VolumeMount {
+        name: name.into(),
+        mount_path: dir.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    };
+    if let Some(tls) = &spec.tls
+        && let Some(secret) = &tls.secret_name
+    {
+        out.volumes.push(secret_volume(TLS_VOLUME, secret, None));
+        out.memcached.push(mount(TLS_VOLUME, TLS_DIR));
+        let mut public = vec![TLS_CERT_KEY];
+        if tls.client_auth.unwrap_or_default().verify_mode() > 0 {
+            public.push(TLS_CA_KEY);
+        }
+        out.volumes
+            .push(secret_volume(TLS_PUBLIC_VOLUME, secret, Some(&public)));
+        out.refresher.push(mount(TLS_PUBLIC_VOLUME, TLS_DIR));
+    }
+    if let Some(secret) = client_secret(memcached) {
+        out.volumes.push(secret_volume(
+            CLIENT_TLS_VOLUME,
+            &secret,
+            Some(&[TLS_CERT_KEY, TLS_KEY_KEY]),
+        ));
+        out.refresher.push(mount(CLIENT_TLS_VOLUME, CLIENT_TLS_DIR));
+        out.relay.push(mount(CLIENT_TLS_VOLUME, CLIENT_TLS_DIR));
+    }
+    if let Some(secret) = spec.auth.as_ref().and_then(|a| a.secret_name.as_ref()) {
+        out.volumes.push(secret_volume(AUTH_VOLUME, secret, None));
+        for mounts in [&mut out.memcached, &mut out.refresher, &mut out.relay] {
+            mounts.push(mount(AUTH_VOLUME, AUTH_DIR));
+        }
+    }
+    out
+}
+
+/// A volume of the Secret `secret`, its files readable by their group only; with `keys`, only
+/// those keys.
+fn secret_volume(name: &str, secret: &str, keys: Option<&[&str]>) -> Volume {
+    Volume {
+        name: name.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.into()),
+            default_mode: Some(SECRET_FILE_MODE),
+            items: keys.map(|keys| {
+                keys.iter()
+                    .map(|key| KeyToPath {
+                        key: (*key).into(),
+                        path: (*key).into(),
+                        mode: None,
+                    })
+                    .collect()
+            }),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
 }

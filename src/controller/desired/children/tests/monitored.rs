@@ -56,7 +56,8 @@ fn with_authentication_the_exporter_reads_through_the_stats_relay() {
             "--listen=/run/stats-relay/stats.sock",
             "--port=11211",
             "--auth-file=/etc/memcached/auth/authfile",
-            "--cert-dir=/etc/memcached/tls",
+            "--tls",
+            "--client-cert-dir=/etc/memcached/client-tls",
         ]
     );
     assert_eq!(
@@ -98,20 +99,38 @@ fn under_client_certificates_the_exporter_reads_through_the_relay_and_holds_no_k
             .map(|m| m.mount_path.clone())
             .collect()
     };
-    // clientAuth Require: the relay presents the Secret's certificate; no credentials.
+    // clientAuth Require: the relay presents the sidecars' client certificate, and mounts
+    // neither the server's Secret nor credentials.
     assert_eq!(
         sidecars[1].args.clone().unwrap_or_default(),
         [
             "relay-stats",
             "--listen=/run/stats-relay/stats.sock",
             "--port=11211",
-            "--cert-dir=/etc/memcached/tls",
+            "--tls",
+            "--client-cert-dir=/etc/memcached/client-tls",
         ]
     );
     assert_eq!(
         mounts(&sidecars[1]),
-        ["/etc/memcached/tls", "/run/stats-relay"]
+        ["/etc/memcached/client-tls", "/run/stats-relay"]
     );
+    // clientAuth Request without a client Secret: the relay presents no certificate.
+    let mut request = monitored(false);
+    let tls = request.spec.tls.as_mut().expect("TLS");
+    tls.client_auth = Some(crate::api::v1beta1::ClientAuth::Request);
+    tls.client_secret_name = None;
+    let relay = &sidecars_of(&request)[1];
+    assert_eq!(
+        relay.args.clone().unwrap_or_default(),
+        [
+            "relay-stats",
+            "--listen=/run/stats-relay/stats.sock",
+            "--port=11211",
+            "--tls",
+        ]
+    );
+    assert_eq!(mounts(relay), ["/run/stats-relay"]);
     assert_eq!(
         sidecars[2].args.clone().unwrap_or_default(),
         [
@@ -123,8 +142,9 @@ fn under_client_certificates_the_exporter_reads_through_the_relay_and_holds_no_k
     // clientAuth None: the exporter speaks TLS without a certificate, and mounts no Secret,
     // so it cannot read the server's key.
     let mut no_client_auth = monitored(false);
-    no_client_auth.spec.tls.as_mut().expect("TLS").client_auth =
-        Some(crate::api::v1beta1::ClientAuth::None);
+    let tls = no_client_auth.spec.tls.as_mut().expect("TLS");
+    tls.client_auth = Some(crate::api::v1beta1::ClientAuth::None);
+    tls.client_secret_name = None;
     let sidecars = sidecars_of(&no_client_auth);
     assert_eq!(
         sidecars[1].args.clone().unwrap_or_default(),
@@ -245,13 +265,73 @@ fn an_issuer_gets_a_certificate_for_every_server_s_names_into_the_tls_secret() {
         spec.dns_names
             .contains(&"secured.default.svc.cluster.local".to_string())
     );
-    // The sidecars present it as a client certificate.
-    assert!(spec.usages.contains(&"client auth".to_string()));
+    // A server certificate only: the sidecars have one of their own.
+    assert_eq!(
+        spec.usages,
+        ["digital signature", "key encipherment", "server auth"]
+    );
     assert_eq!(spec.private_key.rotation_policy, "Always");
     let value =
         serde_json::to_value(certificate::desired_certificate(&object)).expect("serialises");
     assert_eq!(value["apiVersion"], "cert-manager.io/v1");
     assert_eq!(value["kind"], "Certificate");
+    assert!(value["spec"].get("commonName").is_none(), "{value}");
+}
+
+#[test]
+fn under_client_certificates_an_issuer_also_issues_the_sidecars_their_own() {
+    use crate::api::v1beta1::{ClientAuth, IssuerRef};
+    let mut object = secured();
+    let tls = object.spec.tls.as_mut().expect("TLS");
+    tls.issuer_ref = Some(IssuerRef {
+        name: "cache-ca".into(),
+        kind: None,
+        group: None,
+    });
+    tls.client_secret_name = None;
+    let client = certificate::desired_client_certificate(&object).expect("a client Certificate");
+    assert_eq!(client.metadata.name.as_deref(), Some("secured-client"));
+    assert!(client.metadata.owner_references.is_some());
+    assert_eq!(client.spec.secret_name, "secured-client-tls");
+    assert_eq!(client.spec.common_name.as_deref(), Some("secured-client"));
+    assert_eq!(
+        client.spec.usages,
+        ["digital signature", "key encipherment", "client auth"]
+    );
+    assert_eq!(client.spec.issuer_ref.name, "cache-ca");
+    let value = serde_json::to_value(&client).expect("serialises");
+    assert!(value["spec"].get("dnsNames").is_none(), "{value}");
+    // The refresher and the relay mount it; memcached does not.
+    let pod = desired_statefulset(&object, Platform::Kubernetes)
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("a pod spec");
+    let secrets: Vec<String> = pod
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+        .collect();
+    assert!(
+        secrets.contains(&"secured-client-tls".to_string()),
+        "{secrets:?}"
+    );
+    let memcached_mounts: Vec<&str> = pod.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    assert!(!memcached_mounts.contains(&"/etc/memcached/client-tls"));
+    // A named Secret is used as given.
+    object.spec.tls.as_mut().expect("TLS").client_secret_name = Some("sidecars".into());
+    let client = certificate::desired_client_certificate(&object).expect("a client Certificate");
+    assert_eq!(client.spec.secret_name, "sidecars");
+    // No client certificate asked for, or no issuer: none.
+    object.spec.tls.as_mut().expect("TLS").client_auth = Some(ClientAuth::None);
+    object.spec.tls.as_mut().expect("TLS").client_secret_name = None;
+    assert!(certificate::desired_client_certificate(&object).is_none());
+    assert!(certificate::desired_client_certificate(&secured()).is_none());
 }
 
 #[test]

@@ -13,6 +13,7 @@ pub(super) fn secured() -> Memcached {
                 secret_name: Some("secured-tls".into()),
                 plaintext_port: Some(11212),
                 client_auth: Some(ClientAuth::Require),
+                client_secret_name: Some("secured-client-tls".into()),
                 refresher_image: Some("registry.example.com/memcached-operator:v0.1.0".into()),
                 ..TlsSpec::default()
             }),
@@ -64,7 +65,17 @@ fn tls_and_auth_become_flags_volumes_and_ports() {
         .flatten()
         .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
         .collect();
-    assert_eq!(secrets, ["secured-tls", "secured-auth"]);
+    // The server's Secret twice (whole for memcached, without its key for the refresher), the
+    // sidecars' client certificate, the credentials.
+    assert_eq!(
+        secrets,
+        [
+            "secured-tls",
+            "secured-tls",
+            "secured-client-tls",
+            "secured-auth"
+        ]
+    );
     // OpenShift's SCC picks the group that may read the Secrets' files.
     assert_eq!(pod.security_context.and_then(|s| s.fs_group), None);
     let container = &pod.containers[0];
@@ -139,10 +150,13 @@ fn a_tls_server_has_the_certificate_refresher_beside_it() {
             "refresh-certs",
             "--cert-dir=/etc/memcached/tls",
             "--port=11211",
+            "--client-cert-dir=/etc/memcached/client-tls",
             "--auth-file=/etc/memcached/auth/authfile"
         ]
     );
-    // The two Secrets, as memcached mounts them, and nothing else of memcached's.
+    // memcached mounts the two Secrets and nothing else of the refresher's; the refresher
+    // the server's certificate and CA (not its key), the sidecars' client certificate and the
+    // credentials.
     let paths = |container: &Container| -> Vec<String> {
         container
             .volume_mounts
@@ -153,7 +167,48 @@ fn a_tls_server_has_the_certificate_refresher_beside_it() {
     };
     assert_eq!(
         paths(refresher),
-        ["/etc/memcached/tls", "/etc/memcached/auth"]
+        [
+            "/etc/memcached/tls",
+            "/etc/memcached/client-tls",
+            "/etc/memcached/auth"
+        ]
+    );
+    let volume = |mount: &str| -> (String, Vec<String>) {
+        let name = refresher
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.mount_path == mount)
+            .map(|m| m.name.clone())
+            .expect("mounted");
+        let secret = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == name)
+            .and_then(|v| v.secret.clone())
+            .expect("a Secret volume");
+        let keys = secret
+            .items
+            .iter()
+            .flatten()
+            .map(|item| item.key.clone())
+            .collect();
+        (secret.secret_name.unwrap_or_default(), keys)
+    };
+    assert_eq!(
+        volume("/etc/memcached/tls"),
+        (
+            "secured-tls".into(),
+            vec!["tls.crt".into(), "ca.crt".into()]
+        )
+    );
+    assert_eq!(
+        volume("/etc/memcached/client-tls"),
+        (
+            "secured-client-tls".into(),
+            vec!["tls.crt".into(), "tls.key".into()]
+        )
     );
     assert_eq!(
         paths(&pod.containers[0]),
