@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memcached_operator::sidecar::{install, refresher, relay, supervisor};
+use memcached_operator::sidecar::{install, refresher, relay, supervisor, termination};
 use memcached_operator::{manager, telemetry};
 
 /// Exit code of a subcommand that failed.
@@ -69,10 +69,12 @@ fn main() -> ExitCode {
             refresher::run(args, shutdown)
                 .await
                 .context("certificate refresher")
-        }),
+        })
+        .inspect_err(say_why_stopped),
         Command::RelayStats(args) => until_signalled(|shutdown| async move {
             relay::run(args, shutdown).await.context("stats relay")
-        }),
+        })
+        .inspect_err(say_why_stopped),
         Command::Supervise(args) => return supervise(args),
         Command::InstallSupervisor(args) => install::run(&args)
             .map(|_| ())
@@ -85,6 +87,12 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_FAILURE)
         }
     }
+}
+
+/// Puts a sidecar's error into its termination message, where the pod's status shows it.
+fn say_why_stopped(error: &anyhow::Error) {
+    let message = telemetry::describe(error.as_ref());
+    termination::say_why(std::path::Path::new(termination::TERMINATION_LOG), &message);
 }
 
 /// Runs memcached under the supervisor, on a runtime of one thread; exits as memcached did.

@@ -1,7 +1,8 @@
 //! Says what a reconcile found and did: the Memcached's status, written by server-side apply
 //! when it differs from the one the cache holds, then one Event for the changes made (whether
-//! or not the status write succeeded), or a warning for a failure, an invalid spec, or a child
-//! whose API the cluster does not serve or cannot list.
+//! or not the status write succeeded), or a warning for a failure, an invalid spec, a child
+//! whose API the cluster does not serve or cannot list, or a sidecar of its servers that stopped
+//! on an error (with what it said of why).
 //!
 //! The status is applied with the operator's field manager, so a field it no longer sets (the
 //! TLS or authentication of servers that no longer run with it) is removed. A reconcile that
@@ -66,12 +67,14 @@ pub async fn report(
         })
         .collect();
     let restarts = server_restarts(run, &namespace, &name, desired::replicas(effective));
+    let stopped = stopped_sidecars(run, &namespace, &name, desired::replicas(effective));
     let problem = match (invalid, &failure) {
         (Some(invalid), _) => Some(Problem::InvalidSpec(invalid)),
         (None, Some(error)) => Some(Problem::ReconcileFailed(error.to_string())),
         (None, None) if !unavailable.is_empty() => {
             Some(Problem::ApiUnavailable(unavailable.join("; ")))
         }
+        (None, None) if !stopped.is_empty() => Some(Problem::SidecarStopped(stopped.join("; "))),
         (None, None) => None,
     };
     let status = desired_status(
@@ -112,6 +115,12 @@ pub async fn report(
             context.clear_failures(&object.metadata);
             context.events.warn(object, "APIUnavailable", message).await;
         }
+        Some(Problem::SidecarStopped(message)) => {
+            // Not the operator's failure: said once, until something else is said; the pods'
+            // watch wakes the Memcached when the sidecar runs again.
+            context.clear_failures(&object.metadata);
+            context.events.warn(object, "SidecarStopped", message).await;
+        }
         _ => {
             context.clear_failures(&object.metadata);
             context.events.clear(&object.metadata);
@@ -149,6 +158,34 @@ fn server_restarts(
                     .unwrap_or_else(|| "no reason given".into()),
                 exit_code: ended.exit_code,
                 finished_at: ended.finished_at.as_deref().and_then(|t| t.parse().ok()),
+            })
+        })
+        .collect()
+}
+
+/// What the operator's sidecars of the servers `name-0` to `name-{replicas - 1}` that stopped
+/// on an error said of their end, as the pods' cache holds them.
+fn stopped_sidecars(run: &Run, namespace: &str, name: &str, replicas: i32) -> Vec<String> {
+    (0..replicas)
+        .filter_map(|i| {
+            let pod = format!("{name}-{i}");
+            let cached = pod_of(&run.children.pods, namespace, &pod, name)?;
+            let stopped = cached.status.as_ref()?.init_container_statuses.clone()?;
+            Some((pod, stopped))
+        })
+        .flat_map(|(pod, stopped)| {
+            Vec::from(stopped).into_iter().filter_map(move |container| {
+                let ended = container.last_state?.terminated?;
+                let said = ended
+                    .message
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("it said nothing of why");
+                Some(format!(
+                    "{pod}: the sidecar {} stopped (exit code {}, {} restarts): {said}",
+                    container.name, ended.exit_code, container.restart_count
+                ))
             })
         })
         .collect()

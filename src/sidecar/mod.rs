@@ -5,7 +5,8 @@
 //! server with authentication, the supervisor (`supervise`), which runs memcached as its child
 //! inside memcached's own container, passes signals on and has it reread a changed auth file,
 //! with the installer (`install-supervisor`) that copies the binary there. None has
-//! Kubernetes credentials; all read only the files mounted into their own container.
+//! Kubernetes credentials; all read only the files mounted into their own container. A sidecar
+//! that stops on an error says why in its termination message (`termination`).
 
 pub mod auth_watch;
 pub mod install;
@@ -13,3 +14,4 @@ pub mod refresher;
 pub mod relay;
 pub mod session;
 pub mod supervisor;
+pub mod termination;

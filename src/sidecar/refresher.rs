@@ -68,6 +68,9 @@ pub enum RefreshError {
     /// The certificate directory does not exist: the TLS Secret is not mounted where it says.
     #[error("--cert-dir {0}: not a directory (is the TLS Secret mounted there?)")]
     NoCertDir(PathBuf),
+    /// The sidecars' client certificate cannot be presented, so no refresh can be sent.
+    #[error("the sidecars' client certificate cannot be used: {0}")]
+    ClientCertificate(#[source] SessionError),
 }
 
 /// Runs until `shutdown` completes: compares the certificate file with the served certificate
@@ -102,6 +105,12 @@ pub async fn run(
                 continue;
             }
         };
+        // Checked every round: a Secret changed to an unusable certificate stops the
+        // refresher with the reason, which the Memcached's status then shows.
+        files
+            .client_identity()
+            .await
+            .map_err(RefreshError::ClientCertificate)?;
         let ca_now = ca_digest(&args.cert_dir).await;
         if served.as_deref() == Some(on_disk.as_str()) {
             if ca_loaded != Some(ca_now) {
@@ -208,6 +217,38 @@ mod tests {
         assert_eq!(ca_digest(dir.path()).await, old);
         std::fs::write(dir.path().join("ca.crt"), "old CA and new CA").expect("written");
         assert_ne!(ca_digest(dir.path()).await, old);
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_for_servers_only_stops_the_refresher_saying_so() {
+        let ca = testkit::pki::Ca::root();
+        let (server_dir, client_dir) = (tempfile::tempdir(), tempfile::tempdir());
+        let (server_dir, client_dir) = (server_dir.expect("a dir"), client_dir.expect("a dir"));
+        let server = ca.serving(testkit::pki::KeyForm::EcPkcs8);
+        std::fs::write(server_dir.path().join("tls.crt"), &server.cert_pem).expect("written");
+        let servers_only = ca.server_only();
+        std::fs::write(client_dir.path().join("tls.crt"), &servers_only.cert_pem).expect("w");
+        std::fs::write(client_dir.path().join("tls.key"), &servers_only.key_pem).expect("w");
+        let args = RefreshArgs {
+            cert_dir: server_dir.path().to_path_buf(),
+            client_cert_dir: Some(client_dir.path().to_path_buf()),
+            auth_file: None,
+            port: 11211,
+            interval: Duration::from_millis(10),
+        };
+        let error = tokio::time::timeout(
+            Duration::from_secs(10),
+            run(args, Box::pin(std::future::pending())),
+        )
+        .await
+        .expect("stops at once")
+        .expect_err("refused");
+        let said = error.to_string();
+        assert!(
+            said.contains("client certificate cannot be used")
+                && said.contains("allows serverAuth, not client authentication"),
+            "{said}"
+        );
     }
 
     #[tokio::test]

@@ -79,6 +79,9 @@ pub struct RelayArgs {
 /// Why the relay stopped.
 #[derive(Debug, Error)]
 pub enum RelayError {
+    /// The sidecars' client certificate cannot be presented, so no statistics can be read.
+    #[error("the sidecars' client certificate cannot be used: {0}")]
+    ClientCertificate(#[source] SessionError),
     /// The socket could not be made.
     #[error("--listen {path}: {message}")]
     Listen {
@@ -113,17 +116,35 @@ pub async fn run(
     std::fs::set_permissions(&args.listen, std::fs::Permissions::from_mode(SOCKET_MODE))
         .map_err(listen_failed)?;
     info!(listen = %args.listen.display(), port = args.port, tls = args.tls, client_certificate = args.client_cert_dir.is_some(), "relaying statistics commands");
+    let files = Files {
+        client_cert_dir: args.client_cert_dir.clone(),
+        auth_file: None,
+        port: args.port,
+    };
+    files
+        .client_identity()
+        .await
+        .map_err(RelayError::ClientCertificate)?;
+    // A connection that finds the client certificate unusable stops the relay with the
+    // reason, which the Memcached's status then shows.
+    let (unusable, mut stop) = tokio::sync::mpsc::unbounded_channel();
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => return Ok(()),
+            Some(error) = stop.recv() => return Err(RelayError::ClientCertificate(error)),
             accepted = listener.accept() => accepted,
         };
         match accepted {
             Ok((client, _)) => {
                 let args = args.clone();
+                let unusable = unusable.clone();
                 tokio::spawn(async move {
-                    if let Err(error) = serve(client, &args).await {
-                        warn!(%error, "a relayed connection failed");
+                    match serve(client, &args).await {
+                        Ok(()) => {}
+                        Err(ConnectionError::Server(error)) if error.is_client_certificate() => {
+                            let _ = unusable.send(error);
+                        }
+                        Err(error) => warn!(%error, "a relayed connection failed"),
                     }
                 });
             }
@@ -296,6 +317,30 @@ mod tests {
             }
         });
         (port, server)
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_for_servers_only_stops_the_relay_saying_so() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let servers_only = testkit::pki::Ca::root().server_only();
+        std::fs::write(dir.path().join("tls.crt"), &servers_only.cert_pem).expect("written");
+        std::fs::write(dir.path().join("tls.key"), &servers_only.key_pem).expect("written");
+        let args = RelayArgs {
+            listen: dir.path().join("stats.sock"),
+            auth_file: None,
+            port: 11211,
+            tls: true,
+            client_cert_dir: Some(dir.path().to_path_buf()),
+        };
+        let error = run(args, Box::pin(std::future::pending()))
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            error.contains("client certificate cannot be used")
+                && error.contains("allows serverAuth, not client authentication"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

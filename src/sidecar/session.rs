@@ -83,6 +83,17 @@ pub enum SessionError {
     },
 }
 
+impl SessionError {
+    /// Whether the sidecars' client certificate is what failed (unreadable, not a pair, or
+    /// not for clients): nothing a retry mends, only a changed Secret.
+    pub fn is_client_certificate(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Files(_) | SessionError::NotForClients { .. }
+        )
+    }
+}
+
 impl Files {
     /// The sidecars' client certificate and key on disk, checked to make a pair and to allow
     /// client authentication; `None` when the pod has none.

@@ -21,6 +21,7 @@ mod controls;
 mod credentials;
 mod dns;
 mod faults;
+mod identity;
 mod isolation;
 mod metrics;
 mod network;
@@ -45,6 +46,7 @@ fn main() {
         secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
         metrics::the_exporter_reports_what_clients_did_with_tls_and_authentication_on,
         isolation::each_container_reaches_only_its_own_processes_and_files,
+        identity::a_client_certificate_for_servers_only_is_reported_on_the_memcached,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
         credentials::changed_credentials_reach_the_server_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,

@@ -330,6 +330,15 @@ pub struct Conditions {
         skip_serializing_if = "Option::is_none"
     )]
     pub container_statuses: Option<Vec<ContainerRestarts>>,
+    /// The init containers' (reduced to the operator's sidecars that stopped on an error and
+    /// are not running again by `cache::reduce_pod`); a boxed slice, since it is rare, to keep
+    /// every cached pod small.
+    #[serde(
+        default,
+        rename = "initContainerStatuses",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub init_container_statuses: Option<Box<[ContainerRestarts]>>,
 }
 
 /// How often a container was restarted, and how its last run ended.
@@ -341,6 +350,9 @@ pub struct ContainerRestarts {
     /// Restarts so far.
     #[serde(default)]
     pub restart_count: i32,
+    /// Whether it is ready: read to choose what is kept, then not kept (always false).
+    #[serde(default, skip_serializing)]
+    pub ready: bool,
     /// How the last run ended, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_state: Option<LastState>,
@@ -367,6 +379,9 @@ pub struct Terminated {
     /// When it ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// What it said of its end (its termination message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// One pod condition: its type and status.

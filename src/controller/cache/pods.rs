@@ -1,7 +1,8 @@
 //! Watches the pods of the operator's StatefulSets, keeping of each its name, namespace, the
 //! `app.kubernetes.io/instance` label (whose Memcached it is), its deletion timestamp and its
-//! Ready condition's status (all that `status.servers` needs), and how often its memcached
-//! container was restarted and how it last ended (what a restart's Event says).
+//! Ready condition's status (all that `status.servers` needs), how often its memcached
+//! container was restarted and how it last ended (what a restart's Event says), and which of
+//! the operator's sidecars stopped on an error and why (what `Degraded` says).
 
 use std::sync::Arc;
 
@@ -13,9 +14,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::child::ours;
-use super::compact::{CachedPod, Conditions, hash64};
+use super::compact::{CachedPod, Conditions, ContainerRestarts, hash64};
 use super::watch::{self, Listing};
 use crate::api::v1beta1::Memcached;
+use crate::sidecar::{refresher, relay};
 
 /// The label naming the Memcached a pod serves.
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
@@ -23,8 +25,24 @@ pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 /// The container of a memcached pod whose restarts are reported.
 pub const MEMCACHED_CONTAINER: &str = "memcached";
 
-/// Reduces a Pod to its name, namespace, instance label, deletion timestamp, Ready status and
-/// memcached container's restarts.
+/// The operator's sidecars whose stop on an error is reported: they say why in their
+/// termination message (`sidecar::termination`).
+pub const REPORTED_SIDECARS: [&str; 2] = [refresher::CONTAINER_NAME, relay::CONTAINER_NAME];
+
+/// Whether `container` is one of [`REPORTED_SIDECARS`] that last ended on an error and is not
+/// running again.
+fn stopped_sidecar(container: &ContainerRestarts) -> bool {
+    REPORTED_SIDECARS.contains(&container.name.as_str())
+        && !container.ready
+        && container
+            .last_state
+            .as_ref()
+            .and_then(|state| state.terminated.as_ref())
+            .is_some_and(|ended| ended.exit_code != 0)
+}
+
+/// Reduces a Pod to its name, namespace, instance label, deletion timestamp, Ready status,
+/// memcached container's restarts and stopped sidecars.
 pub fn reduce_pod(pod: &mut CachedPod) {
     let status = pod.status.take().unwrap_or_default();
     let ready = status
@@ -34,7 +52,15 @@ pub fn reduce_pod(pod: &mut CachedPod) {
         statuses
             .into_iter()
             .find(|c| c.name == MEMCACHED_CONTAINER && c.restart_count > 0)
+            .map(|c| ContainerRestarts { ready: false, ..c })
     });
+    let stopped: Vec<ContainerRestarts> = status
+        .init_container_statuses
+        .map(Vec::from)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(stopped_sidecar)
+        .collect();
     let instance = pod.metadata.labels.take().and_then(|mut labels| {
         let name = labels.remove(INSTANCE_LABEL)?;
         Some([(INSTANCE_LABEL.to_string(), name)].into())
@@ -46,10 +72,12 @@ pub fn reduce_pod(pod: &mut CachedPod) {
         deletion_timestamp: pod.metadata.deletion_timestamp.take(),
         ..ObjectMeta::default()
     };
-    pod.status = (ready.is_some() || restarts.is_some()).then(|| Conditions {
-        conditions: ready.map(|ready| vec![ready]),
-        container_statuses: restarts.map(|restarts| vec![restarts]),
-    });
+    pod.status =
+        (ready.is_some() || restarts.is_some() || !stopped.is_empty()).then(|| Conditions {
+            conditions: ready.map(|ready| vec![ready]),
+            container_statuses: restarts.map(|restarts| vec![restarts]),
+            init_container_statuses: (!stopped.is_empty()).then(|| stopped.into_boxed_slice()),
+        });
 }
 
 /// The predicate of the pods' watch: a pod that appears, goes, or changes readiness, deletion

@@ -267,3 +267,47 @@ fn a_cached_pod_keeps_how_its_memcached_was_restarted_and_no_other_container() {
     );
     assert_ne!(kept(&pod), kept(&fresh), "a restart wakes the Memcached");
 }
+
+#[test]
+fn a_cached_pod_keeps_which_of_the_operators_sidecars_stopped_and_why_until_they_run_again() {
+    let status = |refresher_ready: bool| {
+        json!({"phase": "Running",
+               "conditions": [{"type": "Ready", "status": "True"}],
+               "initContainerStatuses": [
+                   {"name": "install-supervisor", "restartCount": 0, "ready": false,
+                    "state": {"terminated": {"reason": "Completed", "exitCode": 0}}},
+                   {"name": "cert-refresher", "restartCount": 3, "ready": refresher_ready,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1,
+                        "finishedAt": "2026-05-02T09:14:08Z",
+                        "message": "the sidecars' client certificate cannot be used"}}},
+                   {"name": "exporter", "restartCount": 1, "ready": false,
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 2}}}]})
+    };
+    let mut pod: CachedPod = serde_json::from_value(json!({
+        "metadata": {"name": "cache-0", "namespace": "shop"},
+        "status": status(false),
+    }))
+    .expect("decodes");
+    reduce_pod(&mut pod);
+    assert_eq!(
+        serde_json::to_value(&pod.status).expect("encodes"),
+        json!({"conditions": [{"type": "Ready", "status": "True"}],
+               "initContainerStatuses": [{"name": "cert-refresher", "restartCount": 3,
+                   "lastState": {"terminated": {"reason": "Error", "exitCode": 1,
+                       "finishedAt": "2026-05-02T09:14:08Z",
+                       "message": "the sidecars' client certificate cannot be used"}}}]})
+    );
+    // Running (and ready) again: nothing of it is kept, and that wakes the Memcached.
+    let mut again: CachedPod = serde_json::from_value(json!({
+        "metadata": {"name": "cache-0", "namespace": "shop"},
+        "status": status(true),
+    }))
+    .expect("decodes");
+    reduce_pod(&mut again);
+    assert_eq!(
+        serde_json::to_value(&again.status).expect("encodes"),
+        json!({"conditions": [{"type": "Ready", "status": "True"}]})
+    );
+    assert_ne!(kept(&pod), kept(&again));
+}

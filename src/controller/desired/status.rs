@@ -31,6 +31,9 @@ pub enum Problem {
     /// A child asked for is of a kind the cluster does not serve, or that cannot be listed
     /// now; the rest is reconciled.
     ApiUnavailable(String),
+    /// A sidecar of the operator's stopped on an error and is not running again (a client
+    /// certificate it cannot present, for one); what it said of its end.
+    SidecarStopped(String),
 }
 
 /// What the controller saw of a Memcached's children.
@@ -194,6 +197,7 @@ pub fn desired_status(
         Some(Problem::InvalidSpec(message)) => (true, "InvalidSpec", message.clone()),
         Some(Problem::ReconcileFailed(message)) => (true, "ReconcileFailed", message.clone()),
         Some(Problem::ApiUnavailable(message)) => (true, "APIUnavailable", message.clone()),
+        Some(Problem::SidecarStopped(message)) => (true, "SidecarStopped", message.clone()),
         None => (
             false,
             "AsExpected",

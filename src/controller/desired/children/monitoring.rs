@@ -119,6 +119,8 @@ pub fn sidecars(
             )),
             volume_mounts: Some(relay_mounts),
             security_context: Some(identity::sidecar(RELAY, platform)),
+            // Why it stopped, as it says (`sidecar::termination`), or its log's tail.
+            termination_message_policy: Some("FallbackToLogsOnError".into()),
             ..Container::default()
         });
         exporter_mounts.push(socket_mount);

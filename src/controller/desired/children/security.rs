@@ -144,6 +144,8 @@ pub fn refresher(
         resources: Some(memory_bound(REFRESHER_CPU, REFRESHER_MEMORY)),
         volume_mounts: Some(mounts.to_vec()),
         security_context: Some(security),
+        // Why it stopped, as it says (`sidecar::termination`), or its log's tail.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Container::default()
     })
 }

@@ -174,6 +174,20 @@ fn an_invalid_spec_is_degraded_with_the_webhook_message() {
 }
 
 #[test]
+fn a_stopped_sidecar_degrades_the_memcached_with_what_it_said() {
+    let said = "cache-0: the sidecar cert-refresher stopped (exit code 1, 3 restarts): the \
+                sidecars' client certificate cannot be used";
+    let problem = Problem::SidecarStopped(said.into());
+    let status = desired_status(&object(3), &Observed::default(), Some(&problem), &at(100));
+    let degraded = get(&status, DEGRADED);
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "SidecarStopped")
+    );
+    assert_eq!(degraded.message, said);
+}
+
+#[test]
 fn transition_times_move_only_when_a_status_flips() {
     let ready = Observed {
         statefulset: Some(statefulset(1, 1, true)),

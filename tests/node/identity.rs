@@ -1,0 +1,141 @@
+//! The sidecars' own client certificate, as a user supplies it, on real pods: one whose
+//! extended key usage allows server authentication only (memcached refuses it from a client)
+//! stops the certificate refresher, which says why in its termination message, and the
+//! Memcached reports it (`Degraded`, reason `SidecarStopped`, with that message, and a warning
+//! Event), not only a failing container. Once the Secret holds a certificate for clients, the
+//! refresher runs again and the report clears, with the same memcached process.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use testkit::pki::Ca;
+
+use crate::cluster::{Env, WAIT, eventually};
+use crate::rotation::identity_of;
+use crate::secured::{client_data, create_secret, pod, tls_data};
+
+/// How long the fixed certificate may take to clear the report: the kubelet's sync period
+/// (about a minute) before the files change in the pod, and the refresher's restart back-off
+/// (doubling from 10 s, at most 5 minutes; it has stopped a few times by then).
+const RECOVERY_LIMIT: Duration = Duration::from_secs(360);
+
+/// The Degraded condition of `name`, when it matches `wanted`.
+async fn degraded_when(
+    api: &Api<kube::api::DynamicObject>,
+    name: &str,
+    wanted: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let object = api.get(name).await.ok()?;
+    let condition = object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Degraded")?
+        .clone();
+    wanted(&condition).then_some(condition)
+}
+
+pub async fn a_client_certificate_for_servers_only_is_reported_on_the_memcached(env: Arc<Env>) {
+    let namespace = env.create_namespace("identity").await;
+    let ca = Ca::root();
+    let server = ca.serving_for(&[&format!("*.identity.{namespace}.svc")]);
+    create_secret(&env, &namespace, "identity-tls", tls_data(&server, &ca)).await;
+    create_secret(
+        &env,
+        &namespace,
+        "identity-client-tls",
+        client_data(&ca.server_only()),
+    )
+    .await;
+    let started = Instant::now();
+    let memcacheds = env
+        .create_memcached(
+            &namespace,
+            "identity",
+            json!({
+                "replicas": 1,
+                "memcached": { "memoryLimitMB": 16 },
+                "resources": { "limits": { "memory": "64Mi" } },
+                "tls": {
+                    "secretName": "identity-tls",
+                    "clientAuth": "Require",
+                    "clientSecretName": "identity-client-tls",
+                },
+            }),
+        )
+        .await;
+    let reported = eventually(
+        "the Memcached reports the refresher stopped",
+        WAIT,
+        || async {
+            degraded_when(&memcacheds, "identity", |c| {
+                c["status"] == "True" && c["reason"] == "SidecarStopped"
+            })
+            .await
+        },
+    )
+    .await;
+    let message = reported["message"].as_str().unwrap_or_default().to_string();
+    eprintln!(
+        "identity: reported {:.1} s after the create: {message}",
+        started.elapsed().as_secs_f64()
+    );
+    for said in [
+        "identity-0: the sidecar cert-refresher stopped",
+        "/etc/memcached/client-tls/tls.crt",
+        "allows serverAuth, not client authentication (clientAuth)",
+    ] {
+        assert!(message.contains(said), "{said:?} in {message:?}");
+    }
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &namespace);
+    let warned = eventually("a SidecarStopped warning Event", WAIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("SidecarStopped"))
+    })
+    .await;
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+    let memcached_before = identity_of(&pod(&env, &namespace, "identity-0").await);
+
+    // A certificate for clients, into the same Secret: the refresher runs again.
+    let fixed = client_data(&ca.client("identity-sidecars"));
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &namespace);
+    let data: serde_json::Map<String, Value> = fixed
+        .into_iter()
+        .map(|(key, value)| {
+            let encoded = serde_json::to_value(ByteString(value.into_bytes())).expect("base64");
+            (key.to_string(), encoded)
+        })
+        .collect();
+    secrets
+        .patch(
+            "identity-client-tls",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": data })),
+        )
+        .await
+        .expect("the client Secret is fixed");
+    let fixed_at = Instant::now();
+    let cleared = eventually(
+        "the report clears once the refresher runs again",
+        RECOVERY_LIMIT,
+        || async { degraded_when(&memcacheds, "identity", |c| c["status"] == "False").await },
+    )
+    .await;
+    eprintln!(
+        "identity: cleared {:.1} s after the Secret was fixed: {}",
+        fixed_at.elapsed().as_secs_f64(),
+        cleared["reason"]
+    );
+    let memcached_after = identity_of(&pod(&env, &namespace, "identity-0").await);
+    assert_eq!(
+        memcached_before, memcached_after,
+        "memcached never restarted"
+    );
+}
