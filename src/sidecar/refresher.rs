@@ -13,20 +13,22 @@
 //! alone, with the same certificate, is sent too: that is how a new CA comes to be trusted
 //! before certificates signed by it are presented. Which `ca.crt` the server read when it
 //! started cannot be told from outside, so the first time the server answers with the file's
-//! certificate it is sent `refresh_certs` once, and `ca.crt` is compared from then on. It reads only files mounted into the pod
-//! and talks only to its own pod's server: it needs no Kubernetes API access.
+//! certificate it is sent `refresh_certs` once, and `ca.crt` is compared from then on. A
+//! client certificate it cannot present (unreadable, not a pair, or not for clients) stops it
+//! with the reason, which its termination message carries to the Memcached's status. It reads
+//! only files mounted into the pod and talks only to its own pod's server: it needs no
+//! Kubernetes API access.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
 
 use clap::Args;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tracing::{debug, info, warn};
-
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 
 use crate::api::v1beta1::{TLS_CA_KEY, TLS_CERT_KEY};
 use crate::tls::certs::CertError;

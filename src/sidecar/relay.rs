@@ -14,7 +14,9 @@
 //! every connection, so changed credentials are used from the next scrape on), and then
 //! passes on only the commands the exporter sends: `stats`, `stats settings`, `stats slabs`,
 //! `stats items`, and `version`. Any other command is answered with a `CLIENT_ERROR` and never
-//! reaches the server, so the socket gives no access to the cached items.
+//! reaches the server, so the socket gives no access to the cached items. A client certificate
+//! it cannot present stops it with the reason, which its termination message carries to the
+//! Memcached's status.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
