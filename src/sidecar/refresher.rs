@@ -90,6 +90,11 @@ pub async fn run(
         port: args.port,
     };
     info!(cert_dir = %args.cert_dir.display(), port = args.port, "watching the certificate files");
+    // At once, so that a sidecar that cannot work stops before the kubelet sees it running.
+    files
+        .client_identity()
+        .await
+        .map_err(RefreshError::ClientCertificate)?;
     // The serial the server was last seen presenting; None until it answered once.
     let mut served: Option<String> = None;
     // The `ca.crt` the server is known to have read: as it was when the server was last

@@ -3,7 +3,8 @@
 //! stops the certificate refresher, which says why in its termination message, and the
 //! Memcached reports it (`Degraded`, reason `SidecarStopped`, with that message, and a warning
 //! Event), not only a failing container. Once the Secret holds a certificate for clients, the
-//! refresher runs again and the report clears, with the same memcached process.
+//! refresher runs again and keeps running, and the report clears, with the same memcached
+//! process.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,9 @@ use crate::secured::{client_data, create_secret, pod, tls_data};
 /// (about a minute) before the files change in the pod, and the refresher's restart back-off
 /// (doubling from 10 s, at most 5 minutes; it has stopped a few times by then).
 const RECOVERY_LIMIT: Duration = Duration::from_secs(360);
+/// How long the fixed refresher is watched to keep running: more than its restart back-off
+/// after one or two stops (10 s, then 20 s).
+const STEADY: Duration = Duration::from_secs(25);
 
 /// The Degraded condition of `name`, when it matches `wanted`.
 async fn degraded_when(
@@ -132,6 +136,26 @@ pub async fn a_client_certificate_for_servers_only_is_reported_on_the_memcached(
         "identity: cleared {:.1} s after the Secret was fixed: {}",
         fixed_at.elapsed().as_secs_f64(),
         cleared["reason"]
+    );
+    // Running for good, not between two stops: no further restart, and the report stays clear.
+    let restarts = || async {
+        let pod = pod(&env, &namespace, "identity-0").await;
+        pod.status
+            .and_then(|s| s.init_container_statuses)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.name == "cert-refresher")
+            .map(|c| (c.restart_count, c.ready))
+    };
+    let running = restarts().await;
+    tokio::time::sleep(STEADY).await;
+    assert_eq!(restarts().await, running, "the refresher keeps running");
+    assert_eq!(running.map(|(_, ready)| ready), Some(true));
+    assert!(
+        degraded_when(&memcacheds, "identity", |c| c["status"] == "False")
+            .await
+            .is_some(),
+        "the report stays clear"
     );
     let memcached_after = identity_of(&pod(&env, &namespace, "identity-0").await);
     assert_eq!(
