@@ -213,6 +213,12 @@ pub fn v1beta1() -> CrdDescription {
             ],
         ),
         descriptor(
+            "tls.clientSecretName",
+            "Sidecars' client certificate",
+            "With client certificates: the Secret (tls.crt, tls.key) the certificate refresher and the stats relay present, never the server's key. Required with Require unless the cert-manager issuer issues it.",
+            &["urn:alm:descriptor:io.kubernetes:Secret", ADVANCED],
+        ),
+        descriptor(
             "tls.plaintextPort",
             "Plaintext port",
             "A second port for plaintext clients beside TLS, while clients move over.",
