@@ -1,10 +1,10 @@
 //! The parts of a memcached pod that secure its clients: memcached's TLS and auth-file flags,
 //! the Secret volumes they read, the certificate refresher, and the plaintext port beside TLS.
 //!
-//! The Secrets are mounted whole, never copied, and each only into the containers that read
-//! it: memcached mounts the server's TLS Secret and the auth Secret; the certificate
-//! refresher the server's certificate and `ca.crt` (a second volume of the same Secret, without
-//! its key), the sidecars' client certificate and the auth Secret; the stats relay the client
+//! The Secrets are mounted, never copied, and each only into the containers that read it:
+//! memcached mounts the server's TLS Secret and the auth Secret; the certificate refresher the
+//! server's certificate and `ca.crt` (a second volume of the same Secret, without its key),
+//! the sidecars' client certificate and the auth Secret; the stats relay the client
 //! certificate and the auth Secret. The kubelet keeps their files current, and memcached
 //! reads them at start, its certificate again on `refresh_certs` (which the certificate
 //! refresher sends), its auth file again on SIGHUP (which the supervisor it runs under sends,
