@@ -24,14 +24,12 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use clap::Args;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
 use crate::api::v1beta1::{TLS_CA_KEY, TLS_CERT_KEY};
-use crate::tls::certs::CertError;
+use crate::tls::certs::{CertError, parse_chain};
 
 use super::session::{self, Files, SessionError, presented_certificate, refresh};
 
@@ -171,17 +169,7 @@ async fn ca_digest(cert_dir: &Path) -> CaDigest {
 async fn file_serial(cert_dir: &Path) -> Result<String, CertError> {
     let path = cert_dir.join(TLS_CERT_KEY);
     let pem = session::read(&path).await?;
-    let bad = |message: String| CertError::BadCertificate {
-        path: path.clone(),
-        message,
-    };
-    let leaf = CertificateDer::pem_slice_iter(&pem)
-        .next()
-        .ok_or_else(|| bad("no CERTIFICATE block".into()))?
-        .map_err(|error| bad(error.to_string()))?;
-    let (_, parsed) = x509_parser::parse_x509_certificate(&leaf)
-        .map_err(|error| bad(format!("not an X.509 certificate: {error}")))?;
-    Ok(parsed.raw_serial_as_string())
+    parse_chain(&path, &pem).map(|(_, serial, _)| serial)
 }
 
 /// Brings the server to `file_serial`, the file's certificate, if it presents another one;

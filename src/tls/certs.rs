@@ -202,16 +202,14 @@ pub struct ServingCert {
     pub not_after: i64,
 }
 
-/// Loads a certificate chain and its key from PEM bytes, refusing a key that does not match
-/// the leaf certificate.
-pub fn load_pair(
-    paths: &CertPaths,
+/// A certificate chain read from the PEM bytes of the file at `path`, and its leaf's serial
+/// (hex with colons) and notAfter (Unix seconds).
+pub fn parse_chain(
+    path: &Path,
     cert_pem: &[u8],
-    key_pem: &[u8],
-    provider: &CryptoProvider,
-) -> Result<ServingCert, CertError> {
+) -> Result<(Vec<CertificateDer<'static>>, String, i64), CertError> {
     let bad_cert = |message: String| CertError::BadCertificate {
-        path: paths.cert.clone(),
+        path: path.to_path_buf(),
         message,
     };
     let chain = CertificateDer::pem_slice_iter(cert_pem)
@@ -224,6 +222,18 @@ pub fn load_pair(
         .map_err(|error| bad_cert(format!("not an X.509 certificate: {error}")))?;
     let serial = parsed.raw_serial_as_string();
     let not_after = parsed.validity().not_after.timestamp();
+    Ok((chain, serial, not_after))
+}
+
+/// Loads a certificate chain and its key from PEM bytes, refusing a key that does not match
+/// the leaf certificate.
+pub fn load_pair(
+    paths: &CertPaths,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    provider: &CryptoProvider,
+) -> Result<ServingCert, CertError> {
+    let (chain, serial, not_after) = parse_chain(&paths.cert, cert_pem)?;
     let bad_key = |message: String| CertError::BadKey {
         path: paths.key.clone(),
         message,
