@@ -9,7 +9,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help build run olm test test-full test-under-load lint fmt-check clippy clippy-workspace clippy-fuzz house \
+.PHONY: help build run olm test test-full test-under-load lint fmt-check clippy clippy-workspace clippy-job clippy-fuzz house \
 	test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
@@ -54,8 +54,10 @@ house:
 ## clippy: the workspace's crates and the fuzz targets (clippy-fuzz), warnings as errors.
 clippy: clippy-workspace clippy-fuzz
 
+# In a build directory of its own (target/clippy), so that make test can run it beside the
+# test builds and suites, which hold cargo's lock on target/ while they run.
 clippy-workspace:
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	CARGO_TARGET_DIR=target/clippy $(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 # In the fuzz workspace's own target directory, fuzz/target, where cargo-fuzz builds too.
 clippy-fuzz:
@@ -67,14 +69,19 @@ clippy-fuzz:
 ## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
 ## cert-manager (deploy), through the real OLM (olm), and the node's own (node); after each
-## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites leave a core
-## idle most of the time, so what a later step needs is built beside the earlier ones
-## (hack/background.sh): the operator's release binary (which deploy's images hold) beside
-## tests/e2e, and under make test the tools themselves (TOOL_JOBS) from the start. A step
-## that needs a tool a job has not reached yet builds it itself, one that a job is building
-## waits for it (hack/tools.sh locks each tool), so OLM's tools build beside tests/deploy.
+## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites mostly wait
+## (on the kubelet, OLM, the control plane) and leave a core idle, so tests/e2e, which needs
+## no node, runs beside the three on the node, as a job (hack/background.sh; its test binary
+## run directly, since cargo holds the build directory's lock while its tests run), with its
+## whole report printed when it ends; and what a later step needs is built beside the earlier
+## ones: the operator's release binary (which deploy's images hold), and under make test the
+## tools themselves (TOOL_JOBS) from the start. A step that needs a tool a job has not reached
+## yet builds it itself, one that a job is building waits for it (hack/tools.sh locks each
+## tool), so OLM's tools build beside tests/deploy.
 LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on this machine" && \
   hack/node.sh leftovers || { echo "the suite's clusters left the above behind"; exit 1; }
+E2E_BINARY = $(CARGO) test --locked -p memcached-operator --test e2e --no-run 2>&1 | \
+  sed -n 's/^ *Executable .*(\(.*\))$$/\1/p'
 test-rust:
 	$(CARGO) test --locked --workspace
 	$(CARGO) build --locked --workspace --bins
@@ -82,8 +89,9 @@ test-rust:
 	hack/tools.sh $(E2E_TOOLS)
 	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
 	$(if $(JOBS_STARTED),,hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary)
-	$(CARGO) test --locked -p memcached-operator --test e2e -- --ignored
-	$(LEFTOVERS)
+	@e2e="$$($(E2E_BINARY))" && [[ -x "$$e2e" ]] || { echo "no test binary for tests/e2e"; exit 1; }; \
+	  echo "hack/background.sh start --nice 0 e2e $$e2e --ignored"; \
+	  hack/background.sh start --nice 0 e2e "$$e2e" --ignored
 	hack/tools.sh $(NODE_TOOLS)
 	hack/background.sh wait operator-binary
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
@@ -92,6 +100,8 @@ test-rust:
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(LEFTOVERS)
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored $(NODE_SCENARIOS)
+	$(LEFTOVERS)
+	hack/background.sh wait --log e2e
 	$(LEFTOVERS)
 	hack/background.sh wait node-tools
 	hack/background.sh wait ahead
@@ -107,26 +117,35 @@ test-under-load: test-tools
 ## minutes together), so that a cold run stays within the hour; make test-full runs them.
 NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 
-## test: everything CI runs. The tools build from the start, beside the lints and the Rust
-## builds (hack/background.sh; each job's log is in target/background/): first what tests/e2e
-## needs (at nice 0, as the lints), then the operator's musl release binary that deploy's
-## images hold (nice 5; its fat LTO runs on one core), the node's tools (nice 10), then what tests/node's
-## scorecard, validate and deny need (nice 19); each step waits for the job that builds what
-## it uses. The fuzz targets' clippy (a check of every crate again, in their own workspace) is
-## left to make lint and make clippy, and fuzzing to make fuzz and make fuzz-smoke: their
-## libFuzzer build costs more CPU than any other tool (1,929 CPU-seconds optimised, 925
-## unoptimised), while tests/fuzz_seeds.rs replays every seed and past crash through the same
-## checks in the ordinary test build.
+## test: everything CI runs. The tools build from the start, beside the Rust builds and the
+## suites (hack/background.sh; each job's log is in target/background/): what tests/e2e needs
+## and the operator's musl release binary that deploy's images hold (nice 0, as the steps;
+## its fat LTO runs on one core), the node's and OLM's tools (nice 5), the workspace's clippy
+## (nice 10, in target/clippy, a build directory of its own so that it never waits for cargo's
+## lock on target/ nor holds it), then what validate and deny need (nice 19); each step waits
+## for the job that builds what it uses, and clippy's verdict is waited for after the suites.
+## The machine is busy from start to end on two cores, so a job that nothing waits for early
+## goes where the suites leave a core idle. The fuzz targets' clippy (a check of every crate
+## again, in their own workspace) is left to make lint and make clippy, and fuzzing to make
+## fuzz and make fuzz-smoke: their libFuzzer build costs more CPU than any other tool (1,929
+## CPU-seconds optimised, 925 unoptimised), while tests/fuzz_seeds.rs replays every seed and
+## past crash through the same checks in the ordinary test build.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
-  hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary && \
-  hack/background.sh start --nice 10 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
+  hack/background.sh start --nice 0 operator-binary hack/images.sh operator-binary && \
+  hack/background.sh start --nice 5 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
+  hack/background.sh start --nice 10 clippy $(MAKE) --no-print-directory clippy-workspace && \
   hack/background.sh start ahead hack/tools.sh operator-sdk hadolint cargo-deny
-TEST_STEPS = fmt-check clippy-workspace house test-rust deny validate
+TEST_STEPS = fmt-check house test-rust clippy-job deny validate
+JOBS = e2e-tools operator-binary node-tools clippy ahead e2e
 test:
 	@$(TOOL_JOBS)
 	@echo "make $(TEST_STEPS)"
 	@$(MAKE) --no-print-directory $(TEST_STEPS) JOBS_STARTED=1 || \
-	  { status=$$?; hack/background.sh stop e2e-tools node-tools ahead operator-binary; exit $$status; }
+	  { status=$$?; hack/background.sh stop $(JOBS); exit $$status; }
+
+# make test's clippy, run as a job from the start: its verdict.
+clippy-job:
+	hack/background.sh wait --log clippy
 
 ## test-full: make test with every drill of tests/node, the two slowest too.
 test-full:

@@ -6,8 +6,10 @@
 #
 # Usage: hack/background.sh start [--nice N] NAME COMMAND...
 #                                     start COMMAND as job NAME, at nice N (default 19)
-#        hack/background.sh wait NAME  wait for job NAME; fail as it failed, and print its log
-#                                     then (no job NAME: return at once)
+#        hack/background.sh wait [--log] NAME  wait for job NAME; fail as it failed, and print
+#                                     the end of its log then (no job NAME: return at once);
+#                                     with --log, print its whole log whatever the result (a
+#                                     test suite run as a job: its report belongs in the output)
 #        hack/background.sh stop NAME...  stop the jobs NAME that still run (their process
 #                                     groups), as a failed run does before it ends
 #
@@ -43,8 +45,12 @@ $(tail -n 40 "$DIR/$name.log" 2>/dev/null)"
   status="$(cat "$DIR/$name.status")"
   rm -f "$DIR/$name.pid" "$DIR/$name.status"
   if [[ "$status" != 0 ]]; then
-    echo "background: $name failed (exit $status); its log, $DIR/$name.log, ends with:" >&2
-    tail -n 60 "$DIR/$name.log" >&2
+    if ((${WHOLE_LOG:-0})); then
+      echo "background: $name failed (exit $status)" >&2
+    else
+      echo "background: $name failed (exit $status); its log, $DIR/$name.log, ends with:" >&2
+      tail -n 60 "$DIR/$name.log" >&2
+    fi
     return 1
   fi
   echo "background: $name done (log: $DIR/$name.log)" >&2
@@ -80,8 +86,23 @@ case "${1:-}" in
     echo "background: started $name at nice $niceness: $* (log: $DIR/$name.log)" >&2
     ;;
   wait)
-    (($# == 2)) || die "usage: $0 wait NAME"
-    wait_for "$2"
+    shift
+    WHOLE_LOG=0
+    if [[ "${1:-}" == --log ]]; then
+      WHOLE_LOG=1
+      shift
+    fi
+    (($# == 1)) || die "usage: $0 wait [--log] NAME"
+    status=0
+    started=0
+    [[ ! -f "$DIR/$1.pid" ]] || started=1
+    wait_for "$1" || status=$?
+    # The log of a job this run started; an earlier run's is not this one's report.
+    if ((WHOLE_LOG && started)); then
+      echo "background: the log of $1 ($DIR/$1.log):" >&2
+      cat "$DIR/$1.log"
+    fi
+    exit "$status"
     ;;
   stop)
     shift
@@ -94,5 +115,5 @@ case "${1:-}" in
       rm -f "$DIR/$name.pid" "$DIR/$name.status"
     done
     ;;
-  *) die "usage: $0 start [--nice N] NAME COMMAND... | wait NAME | stop NAME..." ;;
+  *) die "usage: $0 start [--nice N] NAME COMMAND... | wait [--log] NAME | stop NAME..." ;;
 esac
