@@ -8,6 +8,12 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 CARGO ?= cargo
+# In CI (a fresh clone, every crate built once): no incremental compilation of the workspace's
+# crates, whose caches a single build only writes and never reads (common practice in Rust
+# projects' CI, tokio's tracing and Vector among them).
+ifeq ($(CI),true)
+export CARGO_INCREMENTAL ?= 0
+endif
 
 .PHONY: help build run olm test test-full test-under-load lint fmt-check clippy clippy-workspace clippy-job clippy-fuzz house \
 	test-rust tools test-tools deny tool-cargo-deny

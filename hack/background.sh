@@ -25,6 +25,13 @@ DIR="$ROOT/target/background"
 
 die() { printf 'background: error: %s\n' "$*" >&2; exit 1; }
 
+# cpu_of NAME: the CPU-seconds (user and system) job NAME's processes used, from the second
+# line of bash's `times` ("1m2.500s 0m3.250s"), or nothing.
+cpu_of() {
+  [[ -s "$DIR/$1.cpu" ]] || return 0
+  awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.0f", t }' "$DIR/$1.cpu"
+}
+
 # wait_for NAME: wait until job NAME has written its status; return it, with its log if not 0.
 wait_for() {
   local name="$1" pid status waited=0
@@ -46,14 +53,14 @@ $(tail -n 40 "$DIR/$name.log" 2>/dev/null)"
   rm -f "$DIR/$name.pid" "$DIR/$name.status"
   if [[ "$status" != 0 ]]; then
     if ((${WHOLE_LOG:-0})); then
-      echo "background: $name failed (exit $status)" >&2
+      echo "background: $name failed (exit $status), $(cpu_of "$name") CPU-seconds" >&2
     else
-      echo "background: $name failed (exit $status); its log, $DIR/$name.log, ends with:" >&2
+      echo "background: $name failed (exit $status), $(cpu_of "$name") CPU-seconds; its log, $DIR/$name.log, ends with:" >&2
       tail -n 60 "$DIR/$name.log" >&2
     fi
     return 1
   fi
-  echo "background: $name done (log: $DIR/$name.log)" >&2
+  echo "background: $name done, $(cpu_of "$name") CPU-seconds (log: $DIR/$name.log)" >&2
 }
 
 case "${1:-}" in
@@ -80,6 +87,8 @@ case "${1:-}" in
       echo "$2" >/proc/self/autogroup 2>/dev/null || true
       status=0
       nice -n "$2" ionice $3 "${@:4}" || status=$?
+      # bash'"'"'s times: its own CPU time, then that of the processes it waited for.
+      times >"$1.cpu"
       echo "$status" >"$1.status.tmp" && mv "$1.status.tmp" "$1.status"
     ' background "$DIR/$name" "$niceness" "${io_class[*]}" "$@" </dev/null >"$DIR/$name.log" 2>&1 &
     echo $! >"$DIR/$name.pid"
