@@ -135,7 +135,7 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
     // The real CRDs, and no restart: the operator follows them.
     let pid = env.operator_pid().await;
     for crd in [CERT_MANAGER_CRDS, SERVICE_MONITOR_CRD] {
-        install_crds(&env, &repository::root().join(crd));
+        install_crds(&env, &repository::root().join(crd)).await;
     }
     let certificates = api(&env, &namespace, "cert-manager.io", "Certificate");
     let monitors = api(&env, &namespace, "monitoring.coreos.com", "ServiceMonitor");
@@ -335,8 +335,11 @@ fn api(env: &Env, namespace: &str, group: &str, kind: &str) -> Api<DynamicObject
     Api::namespaced_with(env.client.clone(), namespace, &resource)
 }
 
-/// Applies the CRDs of `path` and waits until they are established.
-fn install_crds(env: &Env, path: &Path) {
+/// Applies the CRDs of `path` and waits until they are established. `kubectl wait` fails at
+/// once, rather than waiting, on a CRD whose status has no conditions yet (the API server's
+/// controller writes them moments after the create, later on a busy machine), so it is asked
+/// again, every second, until [`WAIT`].
+async fn install_crds(env: &Env, path: &Path) {
     let file = path.to_string_lossy();
     let (ok, _, stderr) = kubectl(
         env,
@@ -347,16 +350,26 @@ fn install_crds(env: &Env, path: &Path) {
         ok,
         "kubectl apply {file} (hack/tools.sh copies it): {stderr}"
     );
-    let (ok, _, stderr) = kubectl(
-        env,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            &file,
-        ],
-        None,
-    );
-    assert!(ok, "the CRDs of {file} are established: {stderr}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (ok, _, stderr) = kubectl(
+            env,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=10s",
+                "-f",
+                &file,
+            ],
+            None,
+        );
+        if ok {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the CRDs of {file} are not established after {WAIT:?}: {stderr}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
