@@ -23,7 +23,8 @@
 #   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
 #                 TLS security profile), copied out of github.com/openshift/api into
 #                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
-#   prometheus-operator  the real CRD of monitoring.coreos.com's ServiceMonitor, copied out of
+#   prometheus-operator  the real CRDs of monitoring.coreos.com's ServiceMonitor and
+#                 PrometheusRule, copied out of
 #                 github.com/prometheus-operator/prometheus-operator into
 #                 .tools/prometheus-operator/crds/ for the tests; nothing is built
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk, and its
@@ -89,9 +90,13 @@ OPENSHIFT_CRDS="$TOOLS/openshift/crds"
 # Where the cert-manager tool puts cert-manager's CRDs, rendered from its chart.
 CERT_MANAGER_CRDS="$TOOLS/cert-manager/crds"
 OPENSHIFT_APISERVER_CRD=config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_apiservers-Default.crd.yaml
-# Where the prometheus-operator tool puts the ServiceMonitor CRD, and where it is in the module.
+# Where the prometheus-operator tool puts the ServiceMonitor and PrometheusRule CRDs, and where
+# they are in the module.
 PROMETHEUS_CRDS="$TOOLS/prometheus-operator/crds"
-SERVICE_MONITOR_CRD=example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+PROMETHEUS_CRD_FILES=(
+  example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
+  example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml
+)
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
 # written in exactly one place; these are what the version stamps need besides.
@@ -189,7 +194,7 @@ stamp_of() {
 }
 
 is_installed() {
-  local tool="$1" bin
+  local tool="$1" bin file
   case "$tool" in
     memcached) command -v memcached >/dev/null; return ;;
     node | images | load)
@@ -203,7 +208,11 @@ is_installed() {
   [[ "$tool" != olm ]] || { compgen -G "$OLM_CRDS/*.yaml" >/dev/null && [[ -f "$TOOLS/olm/chart/Chart.yaml" ]]; } || return 1
   [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
-  [[ "$tool" != prometheus-operator ]] || [[ -f "$PROMETHEUS_CRDS/$(basename "$SERVICE_MONITOR_CRD")" ]] || return 1
+  if [[ "$tool" == prometheus-operator ]]; then
+    for file in "${PROMETHEUS_CRD_FILES[@]}"; do
+      [[ -f "$PROMETHEUS_CRDS/$(basename "$file")" ]] || return 1
+    done
+  fi
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
   done
@@ -235,8 +244,8 @@ install_tool() {
     olm) build_olm ;;
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;
-    openshift-api) copy_crd openshift-api "$OPENSHIFT_APISERVER_CRD" "$OPENSHIFT_CRDS" ;;
-    prometheus-operator) copy_crd prometheus-operator "$SERVICE_MONITOR_CRD" "$PROMETHEUS_CRDS" ;;
+    openshift-api) copy_crd openshift-api "$OPENSHIFT_CRDS" "$OPENSHIFT_APISERVER_CRD" ;;
+    prometheus-operator) copy_crd prometheus-operator "$PROMETHEUS_CRDS" "${PROMETHEUS_CRD_FILES[@]}" ;;
     operator-sdk) build_operator_sdk ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;

@@ -248,15 +248,23 @@ fn monitoring() -> impl Strategy<Value = v1beta1::MonitoringSpec> {
                     }
                 }),
         ),
+        option::of(
+            (
+                option::of(any::<bool>()),
+                option::of(btree_map("[a-z]{1,5}", "[a-z]{0,5}", 0..2)),
+            )
+                .prop_map(|(enabled, labels)| v1beta1::RulesSpec { enabled, labels }),
+        ),
     )
         .prop_map(
-            |(port, exporter_image, exporter_resources, relay_image, service_monitor)| {
+            |(port, exporter_image, exporter_resources, relay_image, service_monitor, rules)| {
                 v1beta1::MonitoringSpec {
                     port,
                     exporter_image,
                     exporter_resources,
                     relay_image,
                     service_monitor,
+                    rules,
                 }
             },
         )

@@ -51,10 +51,14 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
         rule("", &["services"], OWN),
         rule("policy", &["poddisruptionbudgets"], OWN),
         rule("networking.k8s.io", &["networkpolicies"], OWN),
-        // The server certificate, for `spec.tls.issuerRef`, and the ServiceMonitor, where
-        // cert-manager and the Prometheus Operator serve their APIs.
+        // The certificates, for `spec.tls.issuerRef`, and the ServiceMonitor and PrometheusRule,
+        // where cert-manager and the Prometheus Operator serve their APIs.
         rule("cert-manager.io", &["certificates"], OWN),
-        rule("monitoring.coreos.com", &["servicemonitors"], OWN),
+        rule(
+            "monitoring.coreos.com",
+            &["servicemonitors", "prometheusrules"],
+            OWN,
+        ),
         // Pods, to report which servers are ready.
         rule("", &["pods"], READ),
         // Events about the objects it reconciles, through either API.

@@ -168,20 +168,26 @@ build_cert_manager() {
   log "rendered cert-manager $v's six CRDs into $CERT_MANAGER_CRDS"
 }
 
-# copy_crd TOOL FILE DEST: the module hack/TOOL/go.mod pins, through the module proxy (checked
-# against go.sum), and its file FILE copied into DEST (which holds nothing else). Nothing is built.
+# copy_crd TOOL DEST FILE...: the module hack/TOOL/go.mod pins, through the module proxy
+# (checked against go.sum), and its files FILE copied into DEST (which holds nothing else).
+# Nothing is built.
 copy_crd() {
-  local tool="$1" file="$2" dest="$3" module dir
+  local tool="$1" dest="$2" module dir file
+  shift 2
   module="$(module_of "$tool")"
   log "downloading $module $(version_of "$tool") (a few seconds on a cold cache)..."
   dir="$(cd "$ROOT/hack/$tool" && go mod download -modcacherw -json "$module" |
     awk -F'"' '$2 == "Dir" { print $4 }')"
-  [[ -f "$dir/$file" ]] || die "$module has no $file (in '$dir')"
+  for file in "$@"; do
+    [[ -f "$dir/$file" ]] || die "$module has no $file (in '$dir')"
+  done
   rm -rf "$dest"
   mkdir -p "$dest"
-  cp "$dir/$file" "$dest/"
+  for file in "$@"; do
+    cp "$dir/$file" "$dest/"
+    log "copied $(basename "$file") into $dest"
+  done
   chmod 0644 "$dest"/*.yaml
-  log "copied $(basename "$file") into $dest"
 }
 
 # Debian packages of the system tools, and a command (or path) each one provides.

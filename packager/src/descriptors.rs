@@ -273,6 +273,12 @@ pub fn v1beta1() -> CrdDescription {
             &[ADVANCED],
         ),
         descriptor(
+            "monitoring.rules",
+            "Alerting rules",
+            "The servers' alerting rules as a PrometheusRule, where its API is served; on by default.",
+            &[ADVANCED],
+        ),
+        descriptor(
             "gracefulShutdown",
             "Graceful shutdown",
             "How long a stopping server keeps serving, and its grace period.",

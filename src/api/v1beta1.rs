@@ -27,7 +27,7 @@ pub use limits::{
     DEFAULT_SLAB_CHUNK_MAX_BYTES, DEFAULT_TERMINATION_GRACE_SECONDS, DEFAULT_THREADS,
     DEFAULT_VERBOSITY, MAX_REPLICAS, MIN_ITEM_SIZE_BYTES, MIN_WARM_RESTART_MEMORY_MB,
 };
-pub use monitoring::{MonitoringSpec, ServiceMonitorSpec};
+pub use monitoring::{MonitoringSpec, RulesSpec, ServiceMonitorSpec};
 pub use network::{MAX_ALLOWED_SOURCES, NetworkPolicySpec};
 
 pub use security::{

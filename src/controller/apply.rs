@@ -1,8 +1,8 @@
 //! Brings a Memcached's children to what its plan says: the writes that differ, each by
 //! server-side apply with the operator's field manager, and the removal of an optional child
-//! (a budget, a NetworkPolicy, a Certificate, a ServiceMonitor) no longer asked for. A child
-//! the caches show as it should be costs no request. A Certificate or ServiceMonitor asked for
-//! where the cluster does not serve its API, or where it cannot be listed now, is not written,
+//! (a budget, a NetworkPolicy, a Certificate, a ServiceMonitor, a PrometheusRule) no longer
+//! asked for. A child the caches show as it should be costs no request. A Certificate,
+//! ServiceMonitor or PrometheusRule asked for where the cluster does not serve its API, or where it cannot be listed now, is not written,
 //! and said so; the other children are written all the same.
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -53,11 +53,13 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         certificate,
         client_certificate,
         service_monitor,
+        prometheus_rule,
+        prometheus_rule_asked,
     } = desired;
     let (mut sts_changes, mut svc_changes) = (Vec::new(), Vec::new());
     let (mut pdb_changes, mut policy_changes) = (Vec::new(), Vec::new());
     let (mut cert_changes, mut monitor_changes) = (Vec::new(), Vec::new());
-    let mut client_cert_changes = Vec::new();
+    let (mut client_cert_changes, mut rule_changes) = (Vec::new(), Vec::new());
     let children = &run.children;
     let mut unavailable = Vec::new();
     let name = owner.name_any();
@@ -71,7 +73,19 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         &children.service_monitors,
         &mut unavailable,
     );
-    let (sts, svc, pdb, policy, cert, client_cert, monitor) = futures::join!(
+    // On by default: a cluster with no PrometheusRules is said to lack them only when they
+    // were asked for in so many words.
+    let mut unsaid = Vec::new();
+    let prometheus_rule = served(
+        prometheus_rule,
+        &children.prometheus_rules,
+        if prometheus_rule_asked {
+            &mut unavailable
+        } else {
+            &mut unsaid
+        },
+    );
+    let (sts, svc, pdb, policy, cert, client_cert, monitor, rules) = futures::join!(
         ensure(
             run,
             owner,
@@ -129,6 +143,14 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
                 None => Ok(()),
             }
         },
+        async {
+            match prometheus_rule {
+                Some((desired, cache)) => {
+                    ensure_or_remove(run, owner, &name, desired, &cache, &mut rule_changes).await
+                }
+                None => Ok(()),
+            }
+        },
     );
     let changes = [
         sts_changes,
@@ -138,11 +160,20 @@ pub async fn apply(run: &Run, owner: &Memcached, desired: DesiredChildren) -> Ap
         cert_changes,
         client_cert_changes,
         monitor_changes,
+        rule_changes,
     ]
     .concat();
-    let failure = [svc.map(drop), pdb, policy, cert, client_cert, monitor]
-        .into_iter()
-        .find_map(Result::err);
+    let failure = [
+        svc.map(drop),
+        pdb,
+        policy,
+        cert,
+        client_cert,
+        monitor,
+        rules,
+    ]
+    .into_iter()
+    .find_map(Result::err);
     let statefulset_unseen = matches!(sts, Ok(None));
     let (statefulset, failure) = match sts {
         Ok(sts) => (sts, failure),

@@ -1,11 +1,13 @@
 //! The children of kinds other projects define: the cert-manager Certificates of
-//! `spec.tls.issuerRef` and the ServiceMonitor of `spec.monitoring.serviceMonitor`.
+//! `spec.tls.issuerRef`, the ServiceMonitor of `spec.monitoring.serviceMonitor` and the
+//! PrometheusRule of `spec.monitoring.rules` (on by default with monitoring).
 //!
 //! Where the cluster does not serve their APIs the Memcached says so (Degraded, reason
-//! APIUnavailable, and a warning Event) and the rest is reconciled; once the real CRDs
-//! (cert-manager's, the Prometheus Operator's) are installed, with the operator running all
-//! along, both are written, owned, and accepted by those CRDs' own schemas, and removed when no
-//! longer asked for. A Certificate API the operator may not list holds up no other Memcached:
+//! APIUnavailable, and a warning Event) and the rest is reconciled; the alerting rules only
+//! when asked for in so many words (`rules.enabled: true`), since they are on by default. Once
+//! the real CRDs (cert-manager's, the Prometheus Operator's) are installed, with the operator
+//! running all along, all are written, owned, and accepted by those CRDs' own schemas, and
+//! removed when no longer asked for. A Certificate API the operator may not list holds up no other Memcached:
 //! an operator without that right reconciles every other Memcached and the rest of the one that
 //! asks for a Certificate, says why on it, on an Event and a metric, and writes the Certificate
 //! once it is given the right. Issuing is cert-manager's: the node suite proves it.
@@ -31,6 +33,8 @@ const WAIT: Duration = Duration::from_secs(60);
 const CERT_MANAGER_CRDS: &str = ".tools/cert-manager/crds/cert-manager.crds.yaml";
 const SERVICE_MONITOR_CRD: &str =
     ".tools/prometheus-operator/crds/monitoring.coreos.com_servicemonitors.yaml";
+const PROMETHEUS_RULE_CRD: &str =
+    ".tools/prometheus-operator/crds/monitoring.coreos.com_prometheusrules.yaml";
 
 fn memcached(name: &str, spec: Value) -> Memcached {
     serde_json::from_value(json!({
@@ -106,6 +110,22 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
         )
         .await
         .expect("the Memcached is created");
+    // The alerting rules asked for in so many words, with the labels a ruleSelector matches.
+    let alerted = memcacheds
+        .create(
+            &PostParams::default(),
+            &memcached(
+                "alerted",
+                json!({
+                    "replicas": 0,
+                    "monitoring": {
+                        "rules": { "enabled": true, "labels": { "role": "alert-rules" } },
+                    },
+                }),
+            ),
+        )
+        .await
+        .expect("the Memcached is created");
 
     // Neither API is served: the status and a warning say so, and the rest is reconciled.
     let unavailable = degraded(&memcacheds, "cache", "True", "Degraded: APIs not served").await;
@@ -123,9 +143,33 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
             unavailable.message
         );
     }
+    // On by default: not said where not served, unless asked for.
+    assert!(
+        !unavailable.message.contains("PrometheusRule"),
+        "{}",
+        unavailable.message
+    );
     let warning = event_about(&env, &namespace, "cache", "APIUnavailable").await;
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
     assert_eq!(warning.note.as_deref(), Some(unavailable.message.as_str()));
+    let rules_unavailable = degraded(
+        &memcacheds,
+        "alerted",
+        "True",
+        "Degraded: PrometheusRules not served",
+    )
+    .await;
+    assert_eq!(rules_unavailable.reason, "APIUnavailable");
+    assert!(
+        rules_unavailable
+            .message
+            .contains("no PrometheusRule is written")
+            && rules_unavailable
+                .message
+                .contains("prometheusrules.monitoring.coreos.com"),
+        "{}",
+        rules_unavailable.message
+    );
     let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), &namespace);
     eventually("the StatefulSet is written all the same", WAIT, || async {
         statefulsets.get_opt("cache").await.ok().flatten()
@@ -134,11 +178,12 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
 
     // The real CRDs, and no restart: the operator follows them.
     let pid = env.operator_pid().await;
-    for crd in [CERT_MANAGER_CRDS, SERVICE_MONITOR_CRD] {
+    for crd in [CERT_MANAGER_CRDS, SERVICE_MONITOR_CRD, PROMETHEUS_RULE_CRD] {
         install_crds(&env, &repository::root().join(crd)).await;
     }
     let certificates = api(&env, &namespace, "cert-manager.io", "Certificate");
     let monitors = api(&env, &namespace, "monitoring.coreos.com", "ServiceMonitor");
+    let rules = api(&env, &namespace, "monitoring.coreos.com", "PrometheusRule");
     let certificate = eventually("the Certificate is written", WAIT, || async {
         certificates.get_opt("cache").await.ok().flatten()
     })
@@ -151,14 +196,49 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
         certificates.get_opt("cache-client").await.ok().flatten()
     })
     .await;
+    let rule = eventually("the PrometheusRule is written", WAIT, || async {
+        rules.get_opt("cache").await.ok().flatten()
+    })
+    .await;
+    let alerted_rule = eventually("the asked-for PrometheusRule is written", WAIT, || async {
+        rules.get_opt("alerted").await.ok().flatten()
+    })
+    .await;
     assert_eq!(env.operator_pid().await, pid, "the same operator process");
     let cleared = degraded(&memcacheds, "cache", "False", "Degraded cleared").await;
     assert_eq!(cleared.reason, "AsExpected");
-    for child in [&certificate, &client_certificate, &monitor] {
+    let cleared = degraded(&memcacheds, "alerted", "False", "Degraded cleared").await;
+    assert_eq!(cleared.reason, "AsExpected");
+    for child in [&certificate, &client_certificate, &monitor, &rule] {
         let owners = child.owner_references();
         assert_eq!(owners.len(), 1, "{owners:?}");
         assert_eq!(Some(owners[0].uid.clone()), created.uid());
         assert_eq!(owners[0].controller, Some(true));
+    }
+    assert_eq!(
+        alerted_rule.owner_references()[0].uid,
+        alerted.uid().expect("a uid")
+    );
+    assert_eq!(
+        alerted_rule.labels().get("role").map(String::as_str),
+        Some("alert-rules")
+    );
+    // The rules, as the CRD's schema accepted them: one group of this Memcached's alerts.
+    let groups = rule.data["spec"]["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0]["name"], format!("memcached.{namespace}.cache"));
+    let alerts: Vec<&str> = groups[0]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(|rule| rule["alert"].as_str())
+        .collect();
+    for alert in [
+        "MemcachedDown",
+        "MemcachedEvicting",
+        "MemcachedCertificateExpiresSoon",
+    ] {
+        assert!(alerts.contains(&alert), "{alerts:?}");
     }
     let spec = &certificate.data["spec"];
     assert_eq!(spec["secretName"], "cache-tls");
@@ -195,10 +275,34 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
         json!([{ "port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s" }])
     );
     eprintln!(
-        "optional children: once the CRDs are installed, with no restart, Certificate {} and \
-         ServiceMonitor {} written and owned",
+        "optional children: once the CRDs are installed, with no restart, Certificate {}, \
+         ServiceMonitor {} and PrometheusRule {} ({} alerts) written and owned",
         certificate.name_any(),
-        monitor.name_any()
+        monitor.name_any(),
+        rule.name_any(),
+        alerts.len()
+    );
+
+    // The alerting rules turned off: the PrometheusRule goes, the ServiceMonitor stays.
+    memcacheds
+        .patch(
+            "cache",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "monitoring": { "rules": { "enabled": false } } } })),
+        )
+        .await
+        .expect("the Memcached is patched");
+    eventually("the PrometheusRule is removed", WAIT, || async {
+        rules.get_opt("cache").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        monitors
+            .get_opt("cache")
+            .await
+            .expect("the ServiceMonitors can be read")
+            .is_some(),
+        "the ServiceMonitor stays"
     );
 
     // No client certificate asked for: the sidecars' Certificate goes, the servers' stays.

@@ -43,6 +43,40 @@ pub struct MonitoringSpec {
     /// Memcached's Events say it is not. None when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_monitor: Option<ServiceMonitorSpec>,
+
+    /// The servers' alerting rules, as a PrometheusRule `<name>` for the Prometheus Operator:
+    /// a server down or missing, connections near `maxConnections`, evictions, items refused
+    /// for lack of memory and, with `spec.tls.issuerRef`, the certificate expiring or not
+    /// ready. Written when the cluster serves PrometheusRules (`monitoring.coreos.com/v1`). On
+    /// when unset, where it does; with `enabled: true`, a cluster that does not is said so in
+    /// the Memcached's Events and its Degraded condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<RulesSpec>,
+}
+
+/// The PrometheusRule of a Memcached.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RulesSpec {
+    /// Whether the PrometheusRule is written. Defaults to true (where the cluster serves
+    /// PrometheusRules); false removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+
+    /// Labels added to the PrometheusRule, such as the ones a Prometheus's `ruleSelector`
+    /// matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+impl MonitoringSpec {
+    /// Whether the servers' alerting rules are asked for: unless `rules.enabled` is false.
+    pub fn rules_enabled(&self) -> bool {
+        self.rules
+            .as_ref()
+            .and_then(|rules| rules.enabled)
+            .unwrap_or(true)
+    }
 }
 
 /// The ServiceMonitor of a Memcached.

@@ -15,8 +15,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::compact::{
-    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedService, CachedServiceMonitor,
-    CachedStatefulSet, Marked, MarkedMut, hash64,
+    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedPrometheusRule, CachedService,
+    CachedServiceMonitor, CachedStatefulSet, Marked, MarkedMut, hash64,
 };
 use crate::api::v1beta1::Memcached;
 use crate::operator;
@@ -74,6 +74,7 @@ kept_by_generation!(CachedBudget, "PodDisruptionBudget");
 kept_by_generation!(CachedNetworkPolicy, "NetworkPolicy");
 kept_by_generation!(CachedCertificate, "Certificate");
 kept_by_generation!(CachedServiceMonitor, "ServiceMonitor");
+kept_by_generation!(CachedPrometheusRule, "PrometheusRule");
 
 impl Kept for CachedService {
     const KIND: &'static str = "Service";

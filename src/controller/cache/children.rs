@@ -1,7 +1,7 @@
 //! Starts the watches of the controller's children and holds their caches: the kinds every
 //! cluster serves (StatefulSets, Services, PodDisruptionBudgets, NetworkPolicies, and the pods
 //! of the StatefulSets), required, and the kinds other projects define (Certificates,
-//! ServiceMonitors), optional.
+//! ServiceMonitors, PrometheusRules), optional.
 //!
 //! The required watches are handed to kube's `Controller`, which keeps polling them; reconciles
 //! start judging children once each of their caches has been listed ([`Children::listed`], as
@@ -24,8 +24,8 @@ use tracing::warn;
 
 use super::child::{Kept, kept, ours};
 use super::compact::{
-    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedPod, CachedService,
-    CachedServiceMonitor, CachedStatefulSet,
+    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedPod, CachedPrometheusRule,
+    CachedService, CachedServiceMonitor, CachedStatefulSet,
 };
 use super::health::Health;
 use super::known::KnownChildren;
@@ -54,6 +54,8 @@ pub struct Children {
     pub certificates: Arc<Optional<CachedCertificate>>,
     /// ServiceMonitors, metadata only, where and once `monitoring.coreos.com/v1` is served.
     pub service_monitors: Arc<Optional<CachedServiceMonitor>>,
+    /// PrometheusRules, metadata only, where and once `monitoring.coreos.com/v1` serves them.
+    pub prometheus_rules: Arc<Optional<CachedPrometheusRule>>,
     optional_tasks: Vec<JoinHandle<()>>,
 }
 
@@ -80,7 +82,7 @@ pub struct Triggers {
     pub network_policies: BoxStream<'static, CachedNetworkPolicy>,
     /// Changed pods.
     pub pods: BoxStream<'static, CachedPod>,
-    /// The owners of changed Certificates and ServiceMonitors.
+    /// The owners of changed Certificates, ServiceMonitors and PrometheusRules.
     pub optional: mpsc::UnboundedReceiver<ObjectRef<Memcached>>,
     /// Every Memcached.
     pub all: mpsc::UnboundedReceiver<()>,
@@ -129,6 +131,11 @@ impl Children {
             "monitoring.coreos.com/v1",
             "servicemonitors.monitoring.coreos.com",
         ));
+        let prometheus_rules = Arc::new(Optional::new(
+            "PrometheusRule",
+            "monitoring.coreos.com/v1",
+            "prometheusrules.monitoring.coreos.com",
+        ));
         let optional_tasks = vec![
             optional::follow(
                 client.clone(),
@@ -138,11 +145,18 @@ impl Children {
                 health.listing("Certificates"),
             ),
             optional::follow(
-                client,
+                client.clone(),
                 service_monitors.clone(),
+                known.clone(),
+                wakes.clone(),
+                health.listing("ServiceMonitors"),
+            ),
+            optional::follow(
+                client,
+                prometheus_rules.clone(),
                 known,
                 wakes,
-                health.listing("ServiceMonitors"),
+                health.listing("PrometheusRules"),
             ),
         ];
         let children = Self {
@@ -153,6 +167,7 @@ impl Children {
             pods,
             certificates,
             service_monitors,
+            prometheus_rules,
             optional_tasks,
         };
         let triggers = Triggers {

@@ -486,6 +486,13 @@ metadata_kept_of!(
     "ServiceMonitor",
     "servicemonitors"
 );
+metadata_kept_of!(
+    CachedPrometheusRule,
+    "monitoring.coreos.com",
+    "v1",
+    "PrometheusRule",
+    "prometheusrules"
+);
 
 #[cfg(test)]
 mod tests {

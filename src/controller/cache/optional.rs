@@ -1,5 +1,5 @@
 //! Follows a kind another project defines (cert-manager's Certificate, the Prometheus
-//! Operator's ServiceMonitor): watched once its CustomResourceDefinition exists, whenever that
+//! Operator's ServiceMonitor and PrometheusRule): watched once its CustomResourceDefinition exists, whenever that
 //! is, and never waited for.
 //!
 //! The CustomResourceDefinition is watched by name, metadata only. When it appears, the kind's

@@ -4,7 +4,8 @@
 //! - [`plan`]: the effective (defaulted) Memcached and, unless its spec breaks the admission
 //!   rules, its desired children;
 //! - `children`: the desired StatefulSet, headless Service, PodDisruptionBudget, NetworkPolicy,
-//!   cert-manager Certificates (the servers', the sidecars') and ServiceMonitor;
+//!   cert-manager Certificates (the servers', the sidecars'), ServiceMonitor and
+//!   PrometheusRule;
 //! - `status`: the status and its conditions, from what the children report;
 //! - `drift`: whether a cached child needs a write, or a field-by-field comparison.
 
@@ -19,6 +20,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use self::children::certificate::{Certificate, desired_certificate, desired_client_certificate};
 use self::children::network::desired_network_policy;
+use self::children::prometheus_rule::{PrometheusRule, desired_prometheus_rule};
 use self::children::service_monitor::{ServiceMonitor, desired_service_monitor};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use crate::admission::{Defaults, default_spec, validate_create};
@@ -52,6 +54,13 @@ pub struct DesiredChildren {
     pub client_certificate: Option<Certificate>,
     /// Its ServiceMonitor; `None` when `spec.monitoring.serviceMonitor` asks for none.
     pub service_monitor: Option<ServiceMonitor>,
+    /// Its PrometheusRule (its alerting rules); `None` unless `spec.monitoring` is on and
+    /// `spec.monitoring.rules.enabled` is not false.
+    pub prometheus_rule: Option<PrometheusRule>,
+    /// Whether `spec.monitoring.rules.enabled` asks for the PrometheusRule in so many words.
+    /// The rules are on by default where the cluster serves PrometheusRules; only when asked
+    /// for is a cluster that does not serve them reported.
+    pub prometheus_rule_asked: bool,
 }
 
 /// The number of memcached servers `effective` asks for.
@@ -69,18 +78,23 @@ pub fn replicas(effective: &Memcached) -> i32 {
 pub fn plan(object: &Memcached, defaults: &Defaults, platform: Platform) -> Plan {
     let mut effective = object.clone();
     effective.spec = default_spec(&object.spec, defaults);
-    let children = match validate_create(&effective, &defaults.allowed_issuers) {
-        Ok(_) => Ok(DesiredChildren {
-            statefulset: desired_statefulset(&effective, platform),
-            service: desired_service(&effective),
-            budget: desired_pdb(&effective),
-            network_policy: desired_network_policy(&effective),
-            certificate: desired_certificate(&effective),
-            client_certificate: desired_client_certificate(&effective),
-            service_monitor: desired_service_monitor(&effective),
-        }),
-        Err(denial) => Err(denial.message),
-    };
+    let children =
+        match validate_create(&effective, &defaults.allowed_issuers) {
+            Ok(_) => Ok(DesiredChildren {
+                statefulset: desired_statefulset(&effective, platform),
+                service: desired_service(&effective),
+                budget: desired_pdb(&effective),
+                network_policy: desired_network_policy(&effective),
+                certificate: desired_certificate(&effective),
+                client_certificate: desired_client_certificate(&effective),
+                service_monitor: desired_service_monitor(&effective),
+                prometheus_rule: desired_prometheus_rule(&effective),
+                prometheus_rule_asked: effective.spec.monitoring.as_ref().is_some_and(|m| {
+                    m.rules.as_ref().and_then(|rules| rules.enabled) == Some(true)
+                }),
+            }),
+            Err(denial) => Err(denial.message),
+        };
     Plan {
         effective,
         children,

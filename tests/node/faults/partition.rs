@@ -33,7 +33,7 @@ const PARTITION: Duration = Duration::from_secs(45);
 const LEASE_SECONDS: i64 = 15;
 
 /// The resources whose writes only the Lease's holder may make.
-const RECONCILED: [&str; 7] = [
+const RECONCILED: [&str; 8] = [
     "memcacheds",
     "statefulsets",
     "services",
@@ -41,6 +41,7 @@ const RECONCILED: [&str; 7] = [
     "networkpolicies",
     "certificates",
     "servicemonitors",
+    "prometheusrules",
 ];
 
 pub async fn the_partitioned_leader_steps_down_and_no_two_replicas_ever_write(env: Arc<Env>) {

@@ -1,7 +1,8 @@
 //! The alerting rules of a monitored Memcached, as a Prometheus Operator `PrometheusRule`
-//! `<name>`: over the metrics its servers' exporters serve (scraped through its ServiceMonitor,
-//! whose targets carry the `namespace` and `service` labels) and, with `spec.tls.issuerRef`,
-//! over cert-manager's metrics of its Certificate.
+//! `<name>` (unless `spec.monitoring.rules.enabled` is false): over the metrics its servers'
+//! exporters serve (scraped through its ServiceMonitor, whose targets carry the `namespace`
+//! and `service` labels) and, with `spec.tls.issuerRef`, over cert-manager's metrics of its
+//! Certificate.
 //!
 //! Only the fields the operator sets are declared here; the Prometheus Operator's own CRD is
 //! the schema. `tests/alerts` checks every alert with Prometheus's own `promtool test rules`.
@@ -11,13 +12,26 @@ use std::collections::BTreeMap;
 use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use super::metadata;
+use super::monitoring::EXPORTER_CONTAINER_NAME;
+use super::{CONTAINER_NAME, metadata};
 use crate::api::v1beta1::Memcached;
+use crate::controller::cache::child::Child;
+use crate::controller::cache::compact::CachedPrometheusRule;
+use crate::sidecar::{refresher, relay};
+
+impl Child for PrometheusRule {
+    type Cached = CachedPrometheusRule;
+    fn cached(full: Self) -> CachedPrometheusRule {
+        CachedPrometheusRule::from(full.metadata)
+    }
+}
 
 /// How long before its expiry a certificate cert-manager has not renewed is alerted on.
 pub const CERTIFICATE_EXPIRY_DAYS: u32 = 7;
 /// The share of `maxConnections` in use that is alerted on.
 pub const CONNECTIONS_NEAR_LIMIT: f64 = 0.9;
+/// How far back a container's restart is alerted on, in minutes.
+pub const RESTART_WINDOW_MINUTES: u32 = 10;
 
 /// `spec` of a `PrometheusRule`, as far as the operator sets it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -79,8 +93,10 @@ fn rule(
 }
 
 /// The alerting rules of `memcached`: its servers down or missing, connections near the
-/// limit, evictions, items refused for lack of memory and, with `spec.tls.issuerRef`, its
-/// certificate not renewed or not ready.
+/// limit, evictions, items refused for lack of memory, a container of its pods restarted
+/// (memcached, or a sidecar that stopped: the refresher or the relay stop when they cannot
+/// present their client certificate) and,
+/// with `spec.tls.issuerRef`, its certificate not renewed or not ready.
 pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
     let name = memcached.name_any();
     let namespace = memcached.namespace().unwrap_or_default();
@@ -137,6 +153,7 @@ pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
                  the last 5 minutes (SERVER_ERROR out of memory to clients)."
             ),
         ),
+        restarted(&namespace, &name, &object),
     ];
     let replicas = memcached.spec.replicas.unwrap_or_default();
     if replicas > 0 {
@@ -197,12 +214,55 @@ pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
     }]
 }
 
-/// The PrometheusRule of a monitored Memcached: its alerting rules, labelled as its other
-/// children.
+/// A container of `name`'s pods restarted, from kube-state-metrics' restart counters:
+/// memcached (its items are lost unless it restarted warm), or one of the sidecars: the
+/// refresher and the relay stop when they cannot present their client certificate (the
+/// Memcached's `SidecarStopped` says why), and the kubelet runs them again. Native sidecars
+/// are init containers to kube-state-metrics.
+fn restarted(namespace: &str, name: &str, object: &str) -> AlertingRule {
+    let pods = format!("namespace=\"{namespace}\",pod=~\"{name}-[0-9]+\"");
+    let sidecars = [
+        refresher::CONTAINER_NAME,
+        relay::CONTAINER_NAME,
+        EXPORTER_CONTAINER_NAME,
+    ]
+    .join("|");
+    let window = RESTART_WINDOW_MINUTES;
+    rule(
+        "MemcachedContainerRestarted",
+        format!(
+            "increase(kube_pod_container_status_restarts_total{{{pods},container=\"{CONTAINER_NAME}\"}}[{window}m]) > 0 \
+             or increase(kube_pod_init_container_status_restarts_total{{{pods},container=~\"{sidecars}\"}}[{window}m]) > 0"
+        ),
+        None,
+        "warning",
+        "A container of a memcached server restarted",
+        format!(
+            "{object}: container {{{{ $labels.container }}}} of pod {{{{ $labels.pod }}}} \
+             restarted in the last {window} minutes (a sidecar stops when it cannot do its \
+             work; the Memcached's Degraded condition and Events say why: kubectl describe \
+             memcached {name} -n {namespace})."
+        ),
+    )
+}
+
+/// The PrometheusRule of a monitored Memcached, unless `spec.monitoring.rules.enabled` is
+/// false: its alerting rules, labelled as its other children and with the labels the spec
+/// adds (which a Prometheus's `ruleSelector` usually matches).
 pub fn desired_prometheus_rule(memcached: &Memcached) -> Option<PrometheusRule> {
-    memcached.spec.monitoring.as_ref()?;
+    let monitoring = memcached.spec.monitoring.as_ref()?;
+    if !monitoring.rules_enabled() {
+        return None;
+    }
+    let mut metadata = metadata(memcached);
+    if let Some(extra) = monitoring.rules.as_ref().and_then(|r| r.labels.as_ref()) {
+        let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+        for (key, value) in extra {
+            labels.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
     Some(PrometheusRule {
-        metadata: metadata(memcached),
+        metadata,
         spec: PrometheusRuleSpec {
             groups: alerting_rules(memcached),
         },
@@ -212,7 +272,7 @@ pub fn desired_prometheus_rule(memcached: &Memcached) -> Option<PrometheusRule> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::v1beta1::{IssuerRef, MemcachedSpec, MonitoringSpec, TlsSpec};
+    use crate::api::v1beta1::{IssuerRef, MemcachedSpec, MonitoringSpec, RulesSpec, TlsSpec};
     use crate::fixtures::memcached;
 
     fn monitored(replicas: i32, issuer: bool) -> Memcached {
@@ -253,7 +313,8 @@ mod tests {
                 "MemcachedServersMissing",
                 "MemcachedConnectionsNearLimit",
                 "MemcachedEvicting",
-                "MemcachedOutOfMemory"
+                "MemcachedOutOfMemory",
+                "MemcachedContainerRestarted"
             ]
         );
         assert_eq!(
@@ -263,6 +324,7 @@ mod tests {
                 "MemcachedConnectionsNearLimit",
                 "MemcachedEvicting",
                 "MemcachedOutOfMemory",
+                "MemcachedContainerRestarted",
                 "MemcachedCertificateExpiresSoon",
                 "MemcachedCertificateNotReady"
             ]
@@ -277,7 +339,8 @@ mod tests {
                 assert!(
                     rule.expr.contains("namespace=\"shop\"")
                         && (rule.expr.contains("service=\"cache\"")
-                            || rule.expr.contains("name=\"cache\"")),
+                            || rule.expr.contains("name=\"cache\"")
+                            || rule.expr.contains("pod=~\"cache-[0-9]+\"")),
                     "{}: {}",
                     rule.alert,
                     rule.expr
@@ -293,5 +356,32 @@ mod tests {
         let mut unmonitored = monitored(3, false);
         unmonitored.spec.monitoring = None;
         assert!(desired_prometheus_rule(&unmonitored).is_none());
+    }
+
+    #[test]
+    fn the_rules_are_on_unless_turned_off_and_carry_the_labels_asked_for() {
+        let mut object = monitored(3, false);
+        let rules = |enabled, labels: &[(&str, &str)]| RulesSpec {
+            enabled,
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+        };
+        object.spec.monitoring.as_mut().expect("set").rules = Some(rules(
+            None,
+            &[("role", "alert-rules"), ("app.kubernetes.io/name", "other")],
+        ));
+        let rule = desired_prometheus_rule(&object).expect("on when enabled is unset");
+        let labels = rule.metadata.labels.expect("labels");
+        assert_eq!(labels["role"], "alert-rules");
+        // The children's own labels are kept: the selectors depend on them.
+        assert_eq!(labels["app.kubernetes.io/name"], "memcached");
+        object.spec.monitoring.as_mut().expect("set").rules = Some(rules(Some(false), &[]));
+        assert!(desired_prometheus_rule(&object).is_none());
+        object.spec.monitoring.as_mut().expect("set").rules = Some(rules(Some(true), &[]));
+        assert!(desired_prometheus_rule(&object).is_some());
     }
 }
