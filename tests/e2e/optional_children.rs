@@ -184,26 +184,12 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
     let certificates = api(&env, &namespace, "cert-manager.io", "Certificate");
     let monitors = api(&env, &namespace, "monitoring.coreos.com", "ServiceMonitor");
     let rules = api(&env, &namespace, "monitoring.coreos.com", "PrometheusRule");
-    let certificate = eventually("the Certificate is written", WAIT, || async {
-        certificates.get_opt("cache").await.ok().flatten()
-    })
-    .await;
-    let monitor = eventually("the ServiceMonitor is written", WAIT, || async {
-        monitors.get_opt("cache").await.ok().flatten()
-    })
-    .await;
-    let client_certificate = eventually("the sidecars' Certificate is written", WAIT, || async {
-        certificates.get_opt("cache-client").await.ok().flatten()
-    })
-    .await;
-    let rule = eventually("the PrometheusRule is written", WAIT, || async {
-        rules.get_opt("cache").await.ok().flatten()
-    })
-    .await;
-    let alerted_rule = eventually("the asked-for PrometheusRule is written", WAIT, || async {
-        rules.get_opt("alerted").await.ok().flatten()
-    })
-    .await;
+    let certificate = written(&certificates, "cache", "the Certificate").await;
+    let monitor = written(&monitors, "cache", "the ServiceMonitor").await;
+    let client_certificate =
+        written(&certificates, "cache-client", "the sidecars' Certificate").await;
+    let rule = written(&rules, "cache", "the PrometheusRule").await;
+    let alerted_rule = written(&rules, "alerted", "the asked-for PrometheusRule").await;
     assert_eq!(env.operator_pid().await, pid, "the same operator process");
     let cleared = degraded(&memcacheds, "cache", "False", "Degraded cleared").await;
     assert_eq!(cleared.reason, "AsExpected");
@@ -432,6 +418,14 @@ pub async fn a_certificate_api_that_cannot_be_listed_holds_up_no_other_memcached
     assert_eq!(cleared.reason, "AsExpected");
     assert_eq!(metric(server, failing, "kind=\"Certificates\"").await, 0.0);
     restricted.stop(&env).await;
+}
+
+/// The object `name` of `api` once it exists; `what` names it in the wait.
+async fn written(api: &Api<DynamicObject>, name: &str, what: &str) -> DynamicObject {
+    eventually(&format!("{what} is written"), WAIT, || async {
+        api.get_opt(name).await.ok().flatten()
+    })
+    .await
 }
 
 fn api(env: &Env, namespace: &str, group: &str, kind: &str) -> Api<DynamicObject> {
