@@ -2,8 +2,10 @@
 //! server-side apply with the operator's field manager, and the removal of an optional child
 //! (a budget, a NetworkPolicy, a Certificate, a ServiceMonitor, a PrometheusRule) no longer
 //! asked for. A child the caches show as it should be costs no request. A Certificate,
-//! ServiceMonitor or PrometheusRule asked for where the cluster does not serve its API, or where it cannot be listed now, is not written,
-//! and said so; the other children are written all the same.
+//! ServiceMonitor or PrometheusRule asked for where the cluster does not serve its API, or
+//! where it cannot be listed now, is not written, and said so (the PrometheusRule, on by
+//! default, only when asked for in so many words); the other children are written all the
+//! same.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -77,6 +77,12 @@ impl MonitoringSpec {
             .and_then(|rules| rules.enabled)
             .unwrap_or(true)
     }
+
+    /// Whether the alerting rules are asked for in so many words (`rules.enabled: true`), not
+    /// only by default.
+    pub fn rules_asked_for(&self) -> bool {
+        self.rules.as_ref().and_then(|rules| rules.enabled) == Some(true)
+    }
 }
 
 /// The ServiceMonitor of a Memcached.

@@ -24,7 +24,7 @@ use self::children::prometheus_rule::{PrometheusRule, desired_prometheus_rule};
 use self::children::service_monitor::{ServiceMonitor, desired_service_monitor};
 use self::children::{Platform, desired_pdb, desired_service, desired_statefulset};
 use crate::admission::{Defaults, default_spec, validate_create};
-use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached};
+use crate::api::v1beta1::{DEFAULT_REPLICAS, MAX_REPLICAS, Memcached, MonitoringSpec};
 
 /// What a Memcached asks for.
 #[derive(Clone, Debug)]
@@ -78,23 +78,24 @@ pub fn replicas(effective: &Memcached) -> i32 {
 pub fn plan(object: &Memcached, defaults: &Defaults, platform: Platform) -> Plan {
     let mut effective = object.clone();
     effective.spec = default_spec(&object.spec, defaults);
-    let children =
-        match validate_create(&effective, &defaults.allowed_issuers) {
-            Ok(_) => Ok(DesiredChildren {
-                statefulset: desired_statefulset(&effective, platform),
-                service: desired_service(&effective),
-                budget: desired_pdb(&effective),
-                network_policy: desired_network_policy(&effective),
-                certificate: desired_certificate(&effective),
-                client_certificate: desired_client_certificate(&effective),
-                service_monitor: desired_service_monitor(&effective),
-                prometheus_rule: desired_prometheus_rule(&effective),
-                prometheus_rule_asked: effective.spec.monitoring.as_ref().is_some_and(|m| {
-                    m.rules.as_ref().and_then(|rules| rules.enabled) == Some(true)
-                }),
-            }),
-            Err(denial) => Err(denial.message),
-        };
+    let children = match validate_create(&effective, &defaults.allowed_issuers) {
+        Ok(_) => Ok(DesiredChildren {
+            statefulset: desired_statefulset(&effective, platform),
+            service: desired_service(&effective),
+            budget: desired_pdb(&effective),
+            network_policy: desired_network_policy(&effective),
+            certificate: desired_certificate(&effective),
+            client_certificate: desired_client_certificate(&effective),
+            service_monitor: desired_service_monitor(&effective),
+            prometheus_rule: desired_prometheus_rule(&effective),
+            prometheus_rule_asked: effective
+                .spec
+                .monitoring
+                .as_ref()
+                .is_some_and(MonitoringSpec::rules_asked_for),
+        }),
+        Err(denial) => Err(denial.message),
+    };
     Plan {
         effective,
         children,
