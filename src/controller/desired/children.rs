@@ -98,6 +98,23 @@ fn metadata(memcached: &Memcached) -> ObjectMeta {
     }
 }
 
+/// [`metadata`] with the labels a spec adds for a selector of someone else's (a Prometheus's
+/// `serviceMonitorSelector` or `ruleSelector`), none of which replaces the children's own: the
+/// Memcached's own selectors depend on those.
+fn metadata_with_labels(
+    memcached: &Memcached,
+    extra: Option<&BTreeMap<String, String>>,
+) -> ObjectMeta {
+    let mut metadata = metadata(memcached);
+    if let Some(extra) = extra {
+        let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+        for (key, value) in extra {
+            labels.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    metadata
+}
+
 /// The names a server certificate covers: the Service's, and every server's under it
 /// (`NAME-i.NAME.NS.svc`), short and fully qualified.
 pub fn secured_names(memcached: &Memcached) -> Vec<String> {

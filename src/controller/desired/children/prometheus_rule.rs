@@ -13,7 +13,7 @@ use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::monitoring::EXPORTER_CONTAINER_NAME;
-use super::{CONTAINER_NAME, metadata};
+use super::{CONTAINER_NAME, metadata_with_labels};
 use crate::api::v1beta1::Memcached;
 use crate::controller::cache::child::Child;
 use crate::controller::cache::compact::CachedPrometheusRule;
@@ -254,15 +254,9 @@ pub fn desired_prometheus_rule(memcached: &Memcached) -> Option<PrometheusRule> 
     if !monitoring.rules_enabled() {
         return None;
     }
-    let mut metadata = metadata(memcached);
-    if let Some(extra) = monitoring.rules.as_ref().and_then(|r| r.labels.as_ref()) {
-        let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
-        for (key, value) in extra {
-            labels.entry(key.clone()).or_insert_with(|| value.clone());
-        }
-    }
+    let extra = monitoring.rules.as_ref().and_then(|r| r.labels.as_ref());
     Some(PrometheusRule {
-        metadata,
+        metadata: metadata_with_labels(memcached, extra),
         spec: PrometheusRuleSpec {
             groups: alerting_rules(memcached),
         },

@@ -5,14 +5,12 @@
 //! Only the fields the operator sets are declared here; the Prometheus Operator's own CRD is
 //! the schema.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::monitoring::METRICS_PORT_NAME;
-use super::{metadata, selector_labels};
+use super::{metadata_with_labels, selector_labels};
 use crate::api::v1beta1::Memcached;
 use crate::controller::cache::child::Child;
 use crate::controller::cache::compact::CachedServiceMonitor;
@@ -82,15 +80,8 @@ pub fn desired_service_monitor(memcached: &Memcached) -> Option<ServiceMonitor> 
         .as_ref()?
         .service_monitor
         .as_ref()?;
-    let mut metadata = metadata(memcached);
-    if let Some(extra) = &wanted.labels {
-        let labels = metadata.labels.get_or_insert_with(BTreeMap::new);
-        for (key, value) in extra {
-            labels.entry(key.clone()).or_insert_with(|| value.clone());
-        }
-    }
     Some(ServiceMonitor {
-        metadata,
+        metadata: metadata_with_labels(memcached, wanted.labels.as_ref()),
         spec: ServiceMonitorSpec {
             selector: LabelSelector {
                 match_labels: Some(selector_labels(memcached)),
