@@ -223,9 +223,19 @@ is_installed() {
 # shellcheck source=hack/lib/tool-builds.sh
 source "$ROOT/hack/lib/tool-builds.sh"
 
+# children_cpu FILE: the CPU-seconds (user and system) of the processes this shell has waited
+# for so far: bash's `times` written to FILE by the shell itself (in a subshell, such as a
+# command substitution, it would count only the subshell's children), then its second line
+# ("1m2.500s 0m3.250s") added up.
+children_cpu() {
+  times >"$1"
+  awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.0f", t }' "$1"
+}
+
 install_tool() {
-  local tool="$1" start
+  local tool="$1" start cpu times="$TOOLS/locks/$1.times"
   start=$SECONDS
+  children_cpu "$times" >"$times.before"
   if [[ " ${SYSTEM_TOOLS[*]} " == *" $tool "* ]]; then
     install_debian "$tool"
     log "installed $tool ($(packages_of "$tool")) in $((SECONDS - start))s"
@@ -253,7 +263,10 @@ install_tool() {
     cargo-fuzz | cargo-deny) cargo_install "$tool" ;;
   esac
   stamp_of "$tool" >"$STAMPS/$tool"
-  log "installed $tool $(version_of "$tool") in $((SECONDS - start))s"
+  children_cpu "$times" >"$times.after"
+  cpu=$(($(<"$times.after") - $(<"$times.before")))
+  rm -f "$times" "$times.before" "$times.after"
+  log "installed $tool $(version_of "$tool") in $((SECONDS - start))s, $cpu CPU-seconds"
 }
 
 # install_locked TOOL: installs TOOL holding a lock of its own (.tools/locks/TOOL; Debian's
