@@ -235,12 +235,12 @@ children_cpu() {
 install_tool() {
   local tool="$1" start cpu times="$TOOLS/locks/$1.times"
   start=$SECONDS
-  children_cpu "$times" >"$times.before"
   if [[ " ${SYSTEM_TOOLS[*]} " == *" $tool "* ]]; then
     install_debian "$tool"
     log "installed $tool ($(packages_of "$tool")) in $((SECONDS - start))s"
     return
   fi
+  children_cpu "$times" >"$times.before"
   rm -f "$STAMPS/$tool"
   [[ "$tool" == hadolint || "$tool" == cargo-* ]] || setup_go
   case "$tool" in
