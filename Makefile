@@ -15,7 +15,7 @@ ifeq ($(CI),true)
 export CARGO_INCREMENTAL ?= 0
 endif
 
-.PHONY: help build run olm test test-full test-under-load lint fmt-check clippy clippy-workspace clippy-fuzz house \
+.PHONY: help build run olm test test-full test-under-load lint fmt-check clippy clippy-workspace clippy-job clippy-fuzz house \
 	test-rust tools test-tools deny tool-cargo-deny
 
 ## help: list the targets.
@@ -60,8 +60,10 @@ house:
 ## clippy: the workspace's crates and the fuzz targets (clippy-fuzz), warnings as errors.
 clippy: clippy-workspace clippy-fuzz
 
+# In a build directory of its own (target/clippy), so that make test can run it beside the
+# test builds and suites, which hold cargo's lock on target/ while they run.
 clippy-workspace:
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	CARGO_TARGET_DIR=target/clippy $(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 # In the fuzz workspace's own target directory, fuzz/target, where cargo-fuzz builds too.
 clippy-fuzz:
@@ -90,7 +92,6 @@ LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on 
 E2E_BINARY = $(CARGO) test --locked -p memcached-operator --test e2e --no-run 2>&1 | \
   sed -n 's/^ *Executable .*(\(.*\))$$/\1/p'
 test-rust:
-	$(CARGO) test --locked --workspace --all-targets --no-run
 	$(CARGO) test --locked --workspace
 	hack/background.sh wait e2e-tools
 	hack/tools.sh $(E2E_TOOLS)
@@ -127,35 +128,32 @@ NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 ## test: everything CI runs. The tools build from the start, beside the Rust builds and the
 ## suites (hack/background.sh; each job's log is in target/background/): what tests/e2e needs
 ## and the operator's musl release binary that deploy's images hold (nice 0, as the steps;
-## its fat LTO runs on one core), the node's and OLM's tools (nice 5), then what validate and
-## deny need (nice 19); each step waits for the job that builds what it uses. The machine is
-## busy from start to end on two cores, so only less work makes it shorter, and a job that
-## nothing waits for early goes where the suites leave a core idle.
-## Clippy lints the workspace as the tests' build compiles it: the steps run with clippy's
-## driver as the compiler of the workspace's crates (RUSTC_WORKSPACE_WRAPPER and CLIPPY_ARGS,
-## what `cargo clippy -- -D warnings` sets for its check), test-rust builds every target
-## (--all-targets, as make clippy checks), and a lint fails that build. A check of every crate
-## besides (make clippy) would compile the dependencies a second time, in check mode, for
-## nothing the build does not find. The release binary is built without it (hack/images.sh).
-## The fuzz targets' clippy (a check of every crate again, in their own workspace) is left to
-## make lint and make clippy, and fuzzing to make fuzz and make fuzz-smoke: their libFuzzer
-## build costs more CPU than any other tool (1,929 CPU-seconds optimised, 925 unoptimised),
-## while tests/fuzz_seeds.rs replays every seed and past crash through the same checks in the
-## ordinary test build.
-CLIPPY_DRIVER = $(shell rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
-LINTED_BUILD = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+## its fat LTO runs on one core), the node's and OLM's tools (nice 5), the workspace's clippy
+## (nice 10, in target/clippy, a build directory of its own so that it never waits for cargo's
+## lock on target/ nor holds it), then what validate and deny need (nice 19); each step waits
+## for the job that builds what it uses, and clippy's verdict is waited for after the suites.
+## The machine is busy from start to end on two cores, so a job that nothing waits for early
+## goes where the suites leave a core idle. The fuzz targets' clippy (a check of every crate
+## again, in their own workspace) is left to make lint and make clippy, and fuzzing to make
+## fuzz and make fuzz-smoke: their libFuzzer build costs more CPU than any other tool (1,929
+## CPU-seconds optimised, 925 unoptimised), while tests/fuzz_seeds.rs replays every seed and
+## past crash through the same checks in the ordinary test build.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
   hack/background.sh start --nice 0 operator-binary hack/images.sh operator-binary && \
   hack/background.sh start --nice 5 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
+  hack/background.sh start --nice 10 clippy $(MAKE) --no-print-directory clippy-workspace && \
   hack/background.sh start ahead hack/tools.sh operator-sdk hadolint cargo-deny
-TEST_STEPS = fmt-check house test-rust deny validate
-JOBS = e2e-tools operator-binary node-tools ahead e2e
+TEST_STEPS = fmt-check house test-rust clippy-job deny validate
+JOBS = e2e-tools operator-binary node-tools clippy ahead e2e
 test:
-	@[ -x "$(CLIPPY_DRIVER)" ] || { echo "make test lints with clippy-driver, which is not installed: rustup component add clippy"; exit 1; }
 	@$(TOOL_JOBS)
-	@echo "$(LINTED_BUILD) make $(TEST_STEPS)"
-	@$(LINTED_BUILD) $(MAKE) --no-print-directory $(TEST_STEPS) JOBS_STARTED=1 || \
+	@echo "make $(TEST_STEPS)"
+	@$(MAKE) --no-print-directory $(TEST_STEPS) JOBS_STARTED=1 || \
 	  { status=$$?; hack/background.sh stop $(JOBS); exit $$status; }
+
+# make test's clippy, run as a job from the start: its verdict.
+clippy-job:
+	hack/background.sh wait --log clippy
 
 ## test-full: make test with every drill of tests/node, the two slowest too.
 test-full:

@@ -200,13 +200,11 @@ operator_binary() {
   log "building the operator's release binary for $MUSL_TARGET"
   # Without the variables cargo sets for a test or a build script it runs (a test that builds
   # images runs this): ring's build script reruns when CARGO_MANIFEST_DIR changes, and with it
-  # the whole fat-LTO link, minutes for a binary that did not change. Without clippy's driver
-  # either (make test lints its debug build with it): the release binary is rustc's own.
+  # the whole fat-LTO link, minutes for a binary that did not change.
   (
     for var in $(compgen -e | grep -E '^(CARGO_(MANIFEST_|PKG_|CRATE_|BIN_|PRIMARY_PACKAGE|TARGET_TMPDIR|RUSTC_CURRENT_DIR)|OUT_DIR$)'); do
       unset "$var"
     done
-    unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
     # In the repository's target/ whatever CARGO_TARGET_DIR says: the Dockerfile copies it
     # from there, inside the build context.
     cd "$ROOT" && CC_x86_64_unknown_linux_musl=musl-gcc cargo build --locked --release \

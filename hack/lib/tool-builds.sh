@@ -341,11 +341,8 @@ cargo_install() {
   # --root puts the binary in .tools/bin and cargo's install records beside it in .tools/.
   # The crate's release profile is overridden (cargo's CARGO_PROFILE_RELEASE_* settings, which
   # take precedence over its Cargo.toml): cargo-deny's asks for fat LTO in one codegen unit,
-  # which a tool that runs for seconds does not need, at a cost in build time. None of the
-  # workspace's build settings apply (its target directory, flags, or the clippy driver make
-  # test compiles the workspace with).
-  if ! env -u CARGO_TARGET_DIR -u RUSTFLAGS -u RUSTC_BOOTSTRAP -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
-    CARGO_PROFILE_RELEASE_LTO=off \
+  # which a tool that runs for seconds does not need, at a cost in build time.
+  if ! env -u CARGO_TARGET_DIR -u RUSTFLAGS -u RUSTC_BOOTSTRAP CARGO_PROFILE_RELEASE_LTO=off \
     CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo install --quiet --locked \
     --force --root "$TOOLS" --target-dir "$scratch" "$crate@$version"; then
     rm -rf "$scratch"
