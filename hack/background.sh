@@ -25,12 +25,11 @@ DIR="$ROOT/target/background"
 
 die() { printf 'background: error: %s\n' "$*" >&2; exit 1; }
 
-# cpu_of NAME: the CPU-seconds (user and system) job NAME's processes used, from the second
-# line of bash's `times` ("1m2.500s 0m3.250s"), or nothing.
-cpu_of() {
-  [[ -s "$DIR/$1.cpu" ]] || return 0
-  awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.0f", t }' "$DIR/$1.cpu"
-}
+# shellcheck source=hack/lib/cpu.sh
+source "$ROOT/hack/lib/cpu.sh"
+
+# cpu_of NAME: the CPU-seconds (user and system) job NAME's processes used, or nothing.
+cpu_of() { times_seconds "$DIR/$1.cpu"; }
 
 # wait_for NAME: wait until job NAME has written its status; return it, with its log if not 0.
 wait_for() {

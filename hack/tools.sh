@@ -223,24 +223,26 @@ is_installed() {
 # shellcheck source=hack/lib/tool-builds.sh
 source "$ROOT/hack/lib/tool-builds.sh"
 
-# children_cpu FILE: the CPU-seconds (user and system) of the processes this shell has waited
-# for so far: bash's `times` written to FILE by the shell itself (in a subshell, such as a
-# command substitution, it would count only the subshell's children), then its second line
-# ("1m2.500s 0m3.250s") added up.
+# shellcheck source=hack/lib/cpu.sh
+source "$ROOT/hack/lib/cpu.sh"
+
+# children_cpu FILE VAR: sets VAR to the CPU-seconds of the processes this shell has waited for
+# so far, from bash's `times` written to FILE by the shell itself (in a subshell, such as a
+# command substitution, `times` would count only the subshell's children).
 children_cpu() {
   times >"$1"
-  awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); t += p[1] * 60 + p[2] } printf "%.0f", t }' "$1"
+  printf -v "$2" '%s' "$(times_seconds "$1")"
 }
 
 install_tool() {
-  local tool="$1" start cpu times="$TOOLS/locks/$1.times"
+  local tool="$1" start before after times="$TOOLS/locks/$1.times"
   start=$SECONDS
   if [[ " ${SYSTEM_TOOLS[*]} " == *" $tool "* ]]; then
     install_debian "$tool"
     log "installed $tool ($(packages_of "$tool")) in $((SECONDS - start))s"
     return
   fi
-  children_cpu "$times" >"$times.before"
+  children_cpu "$times" before
   rm -f "$STAMPS/$tool"
   [[ "$tool" == hadolint || "$tool" == cargo-* ]] || setup_go
   case "$tool" in
@@ -263,10 +265,9 @@ install_tool() {
     cargo-fuzz | cargo-deny) cargo_install "$tool" ;;
   esac
   stamp_of "$tool" >"$STAMPS/$tool"
-  children_cpu "$times" >"$times.after"
-  cpu=$(($(<"$times.after") - $(<"$times.before")))
-  rm -f "$times" "$times.before" "$times.after"
-  log "installed $tool $(version_of "$tool") in $((SECONDS - start))s, $cpu CPU-seconds"
+  children_cpu "$times" after
+  rm -f "$times"
+  log "installed $tool $(version_of "$tool") in $((SECONDS - start))s, $((after - before)) CPU-seconds"
 }
 
 # install_locked TOOL: installs TOOL holding a lock of its own (.tools/locks/TOOL; Debian's
