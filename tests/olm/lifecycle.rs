@@ -9,6 +9,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
 use memcached_operator::api::{CRD_NAME, v1alpha1, v1beta1};
@@ -288,24 +289,49 @@ pub async fn uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_o
     })
     .await;
 
-    // The cleanup the troubleshooting guide gives: delete the CRD; its Memcacheds go with it,
-    // and their children with them.
-    let (ok, _, stderr) = env.kubectl(&["delete", "crd", CRD_NAME, "--wait=false"], None);
-    assert!(ok, "kubectl delete crd: {stderr}");
+    // The cleanup the troubleshooting guide gives: the Memcacheds first, while the CRD still
+    // serves their kind, so that the garbage collector can resolve their children's owner
+    // references and delete the children; then the CRD. Deleting the CRD first races the
+    // garbage collector: once its discovery no longer knows the kind, it cannot look an owner
+    // up, and it retries such a dependent without end (kube-controller-manager's
+    // garbagecollector.go, isDangling), so the StatefulSet would outlive everything.
+    let (ok, _, stderr) = env.kubectl(
+        &[
+            "delete",
+            "memcacheds",
+            "--all",
+            "-n",
+            &namespace,
+            "--wait=false",
+        ],
+        None,
+    );
+    assert!(ok, "kubectl delete memcacheds --all: {stderr}");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), &namespace);
+    let namespace_services: Api<Service> = Api::namespaced(env.client.clone(), &namespace);
+    let everything = ListParams::default();
     eventually(
-        "the CRD and the Memcached's StatefulSet are gone",
+        "the Memcached, its StatefulSet, Service and PodDisruptionBudget are gone",
         WAIT,
         || async {
-            let crd = crds.get_opt(CRD_NAME).await.ok()?;
-            let sts = statefulsets.get_opt("left-behind").await.ok()?;
-            (crd.is_none() && sts.is_none()).then_some(())
+            let left = beta.list(&everything).await.ok()?.items.len()
+                + statefulsets.list(&everything).await.ok()?.items.len()
+                + namespace_services.list(&everything).await.ok()?.items.len()
+                + budgets.list(&everything).await.ok()?.items.len();
+            (left == 0).then_some(())
         },
     )
+    .await;
+    let (ok, _, stderr) = env.kubectl(&["delete", "crd", CRD_NAME, "--wait=false"], None);
+    assert!(ok, "kubectl delete crd: {stderr}");
+    eventually("the CRD is gone", WAIT, || async {
+        crds.get_opt(CRD_NAME).await.ok()?.is_none().then_some(())
+    })
     .await;
     eprintln!(
         "figures: uninstall: webhook configurations, Deployment and Service gone {:.1} s after the \
          CSV's deletion; left: the CRD (conversion strategy None) and the Memcacheds, v1alpha1 \
-         reads unconverted; deleting the CRD removed the rest",
+         reads unconverted; deleting the Memcacheds, then the CRD, removed the rest",
         gone.as_secs_f64(),
     );
 }
