@@ -361,11 +361,22 @@ bench-load:
 ## bench-controller: `run` with BENCH_OBJECTS (default 1,000; 3000 and 10000 are measured in
 ## docs/performance.md) Memcached objects in its caches: reconcile time, memory, API requests
 ## per object by verb (from the API server's audit log of the operator's ServiceAccount, first
-## pass and steady state), create-burst slowdown.
+## pass and steady state), create-burst slowdown; then the peer, operator-sdk's memcached
+## sample (hack/tools.sh peer), measured the same way on a control plane of its own, and the
+## same again BENCH_ROUNDS times (default 1), interleaved; each run's JSON in target/bench/
+## (controller.json and peer-controller.json, the last round's, and NAME-N-ROUND.json).
 BENCH_OBJECTS ?= 1000
+BENCH_ROUNDS ?= 1
 bench-controller: test-tools
 	$(CARGO) build --locked --release -p memcached-operator
-	hack/bench-controller.sh $(BENCH_OBJECTS)
+	hack/tools.sh peer
+	for round in $$(seq $(BENCH_ROUNDS)); do \
+	  for subject in operator peer; do \
+	    SUBJECT=$$subject hack/bench-controller.sh $(BENCH_OBJECTS) || exit 1; \
+	    name=$$([ $$subject = operator ] && echo controller || echo peer-controller); \
+	    cp target/bench/$$name.json target/bench/$$name-$(BENCH_OBJECTS)-$$round.json; \
+	  done; \
+	done
 # ==== end of benchmarks ==================================================================
 
 # ==== fuzzing ============================================================================

@@ -21,7 +21,7 @@
 # on every StatefulSet and the operator has sent nothing for 5 s; at 20 requests/s, the default
 # client limit of kube-controller-manager, that report trails the workloads by minutes at
 # thousands of objects, and each one is a real change of the Memcached's status) and `steady`
-# (STEADY_SECONDS after that). `statefulsets_reported_seconds` is when the last report came.
+# (STEADY_SECONDS after that). `workloads_reported_seconds` is when the last report came.
 # The create burst: `kubectl create` of the N objects next to the operator, against the same
 # create into another namespace before the operator starts, on a warm API server (the second of
 # two such creates; the first, cold one is reported beside it) (`create_burst_slowdown`).
@@ -29,21 +29,34 @@
 # status is reported too.
 # Writes target/bench/controller.json and prints a summary.
 #
+# SUBJECT=peer measures operator-sdk's memcached sample instead (hack/tools.sh peer: the
+# controller its pinned operator-sdk scaffolds, a Deployment per object), the same way on the
+# same kind of control plane, into target/bench/peer-controller.json: the same windows, memory
+# and request counts (its ServiceAccount's, from the audit log), the same create burst; not its
+# metrics, which it serves off here (hack/lib/bench-subject.sh says what differs).
+#
 # KEEP_LOGS=DIR keeps the control plane's logs (the audit log among them) and the operator's in
 # DIR, for a post-mortem.
 #
-# Usage: [OPERATOR_ARGS="--max-concurrent-reconciles=2"] hack/bench-controller.sh [N]
+# Usage: [SUBJECT=operator|peer] [OPERATOR_ARGS="--max-concurrent-reconciles=2"]
+#        hack/bench-controller.sh [N]
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 N="${1:-1000}"
+SUBJECT="${SUBJECT:-operator}"
 SCRAPES="${SCRAPES:-50}"
 STEADY_SECONDS="${STEADY_SECONDS:-30}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-BIN="$TARGET/release/memcached-operator"
 KUBECTL="$ROOT/.tools/bin/kubectl"
-OUT="${OUT:-$TARGET/bench/controller.json}"
-[[ -x "$BIN" ]] || { echo "bench-controller: build it first: cargo build --release" >&2; exit 1; }
+# shellcheck source=hack/lib/bench-subject.sh
+source "$ROOT/hack/lib/bench-subject.sh"
+if [[ "${SUBJECT:-operator}" == operator ]]; then
+  OUT="${OUT:-$TARGET/bench/controller.json}"
+else
+  OUT="${OUT:-$TARGET/bench/$SUBJECT-controller.json}"
+fi
+[[ -x "$BIN" ]] || { echo "bench-controller: build it first: $BUILD_HINT" >&2; exit 1; }
 
 export CONTROL_PLANE_DIR
 CONTROL_PLANE_DIR="$(mktemp -d /tmp/memcached-operator-bench.XXXXXX)"
@@ -155,8 +168,8 @@ elif command == "summary":
     print(json.dumps({
         "method": "the API server's audit log of the operator's ServiceAccount; watches counted "
                   "when they open, and neither they nor the reviews of the bench's metrics "
-                  "scrapes in total or per_object_by_verb; CREATE statefulsets and services are "
-                  "children created, PATCH ones server-side applies",
+                  "scrapes in total or per_object_by_verb; a CREATE of a child is a create, a "
+                  "PATCH a server-side apply, an UPDATE a whole object written",
         "user_agents": sorted({agent for _, _, agent in all_requests}),
         "steady_and_baseline_seconds": seconds,
         "baseline": summary(bounds[0], bounds[1]),
@@ -165,23 +178,23 @@ elif command == "summary":
     }))
 PY
 requests() { python3 "$CONTROL_PLANE_DIR/requests.py" "$1" "$AUDIT_LOG" "${@:2}"; }
-kubectl apply --server-side -f "$ROOT/bundle/manifests/cache.f2367556.dev_memcacheds.yaml" >/dev/null
+kubectl apply --server-side -f "$CRD_FILE" >/dev/null
 # Retried: `kubectl wait` fails at once, rather than waiting, on a CRD whose status has no
 # conditions yet.
 for try in $(seq 30); do
-  kubectl wait --for condition=Established --timeout 1s crd/memcacheds.cache.f2367556.dev >/dev/null 2>&1 && break
+  kubectl wait --for condition=Established --timeout 1s "crd/$CRD_NAME" >/dev/null 2>&1 && break
   ((try < 30)) || { echo "bench-controller: the Memcached CRD was not Established in 30 s" >&2; exit 1; }
   sleep 1
 done
 
 # The same N objects for a namespace: `objects NAMESPACE > FILE`.
 objects() {
-  python3 - "$N" "$1" <<'PY'
+  python3 - "$N" "$1" "$OBJECT_API_VERSION" "$OBJECT_SPEC" <<'PY'
 import json, sys
-n, namespace = int(sys.argv[1]), sys.argv[2]
-items = [{"apiVersion": "cache.f2367556.dev/v1beta1", "kind": "Memcached",
+n, namespace, api_version, spec = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+items = [{"apiVersion": api_version, "kind": "Memcached",
           "metadata": {"name": f"cache-{i:04d}", "namespace": namespace},
-          "spec": {"replicas": 0}} for i in range(n)]
+          "spec": json.loads(spec)} for i in range(n)]
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 PY
 }
@@ -201,16 +214,16 @@ timed_create() {
   kubectl create namespace "$1" >/dev/null
   objects "$1" >"$CONTROL_PLANE_DIR/$1-objects.json"
   "$KUBECTL" get memcacheds -n "$1" --watch --no-headers \
-    -o custom-columns=NAME:.metadata.name,REPORTED:.status.observedGeneration >/dev/null &
+    -o "custom-columns=NAME:.metadata.name,REPORTED:$REPORTED_COLUMN" >/dev/null &
   watching=$!
-  "$KUBECTL" get statefulsets -n "$1" --watch -o name >/dev/null &
+  "$KUBECTL" get "$WORKLOAD" -n "$1" --watch -o name >/dev/null &
   watching="$watching $!"
   sleep 1
   start=$(date +%s.%N)
   kubectl create -f "$CONTROL_PLANE_DIR/$1-objects.json" >/dev/null
   end=$(date +%s.%N)
   kill $watching 2>/dev/null || true
-  kubectl delete --raw "/apis/cache.f2367556.dev/v1beta1/namespaces/$1/memcacheds" >/dev/null
+  kubectl delete --raw "$API_PATH/namespaces/$1/memcacheds" >/dev/null
   until [[ -z "$(kubectl get memcacheds -n "$1" -o name 2>/dev/null | head -n 1)" ]]; do sleep 0.2; done
   python3 -c "print($end - $start)"
 }
@@ -218,10 +231,10 @@ cold_create_seconds=$(timed_create create-cold)
 baseline_seconds=$(timed_create create-baseline)
 
 # The operator runs as a ServiceAccount with the operator's ClusterRole, as in a cluster.
-kubectl apply --server-side -f "$ROOT/config/rbac/role.yaml" >/dev/null
+kubectl apply --server-side -f "$ROLE_FILE" >/dev/null
 kubectl create namespace "$OPERATOR_NAMESPACE" >/dev/null
 kubectl create serviceaccount memcached-operator -n "$OPERATOR_NAMESPACE" >/dev/null
-kubectl create clusterrolebinding bench-operator --clusterrole memcached-operator-manager-role \
+kubectl create clusterrolebinding bench-operator --clusterrole "$ROLE_NAME" \
   --serviceaccount "$OPERATOR_NAMESPACE:memcached-operator" >/dev/null
 operator_token=$(kubectl create token memcached-operator -n "$OPERATOR_NAMESPACE" --duration 6h)
 OPERATOR_KUBECONFIG="$CONTROL_PLANE_DIR/operator.kubeconfig"
@@ -231,15 +244,18 @@ OPERATOR_KUBECONFIG="$CONTROL_PLANE_DIR/operator.kubeconfig"
 "$KUBECTL" config set-context operator --cluster local --user operator --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
 "$KUBECTL" config use-context operator --kubeconfig "$OPERATOR_KUBECONFIG" >/dev/null
 
-# Its probe and metrics servers bind port 0 and log where they listen (the listener's own
-# records, at info; everything else at warn, as measured).
-KUBECONFIG="$OPERATOR_KUBECONFIG" "$BIN" --log-format json --log-level warn,memcached_operator::listener=info \
-  run --webhooks=false --leader-elect=false --bind-address 127.0.0.1 --probe-port 0 --metrics-port 0 \
-  ${OPERATOR_ARGS:-} >"$CONTROL_PLANE_DIR/operator.log" 2>&1 &
-operator_pid=$!
-# listening SERVER: the address the operator's SERVER listens on, once it logged it.
-listening() {
-  python3 - "$CONTROL_PLANE_DIR/operator.log" "$1" <<'PY'
+start_subject "$CONTROL_PLANE_DIR/operator.log" "$OPERATOR_KUBECONFIG"
+operator_pid=$subject_pid
+alive() {
+  kill -0 "$operator_pid" 2>/dev/null && return
+  echo "bench-controller: the $SUBJECT exited:" >&2
+  tail -n 20 "$CONTROL_PLANE_DIR/operator.log" >&2
+  exit 1
+}
+if [[ "$SUBJECT" == operator ]]; then
+  # listening SERVER: the address the operator's SERVER listens on, once it logged it.
+  listening() {
+    python3 - "$CONTROL_PLANE_DIR/operator.log" "$1" <<'PY'
 import json, sys
 for line in open(sys.argv[1], encoding="utf-8"):
     try:
@@ -250,13 +266,20 @@ for line in open(sys.argv[1], encoding="utf-8"):
         print(record["address"])
         break
 PY
-}
-until probe_address=$(listening probes) && [[ -n "$probe_address" ]] &&
-  metrics_address=$(listening metrics) && [[ -n "$metrics_address" ]]; do
-  kill -0 "$operator_pid" 2>/dev/null || { echo "bench-controller: the operator exited:" >&2; tail -n 20 "$CONTROL_PLANE_DIR/operator.log" >&2; exit 1; }
-  sleep 0.1
-done
-until curl -fsS "http://$probe_address/readyz" >/dev/null 2>&1; do sleep 0.1; done
+  }
+  until probe_address=$(listening probes) && [[ -n "$probe_address" ]] &&
+    metrics_address=$(listening metrics) && [[ -n "$metrics_address" ]]; do
+    alive
+    sleep 0.1
+  done
+  until curl -fsS "http://$probe_address/readyz" >/dev/null 2>&1; do sleep 0.1; done
+else
+  # Ready once its controller's workers have started (its caches are synced by then).
+  until grep -q '"Starting workers"' "$CONTROL_PLANE_DIR/operator.log"; do
+    alive
+    sleep 0.1
+  done
+fi
 
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$operator_pid/status"; }
 # CPU ticks (user + system) a process has used so far: the operator's, or the API server's.
@@ -274,28 +297,32 @@ sleep 2
 idle_rss=$(rss)
 idle_parts=$(parts)
 
-# Metrics scrapes, as Prometheus makes them: HTTPS (the certificate is self-signed here, so not
-# verified), the bearer token of a ServiceAccount bound to the metrics-reader role.
-kubectl apply --server-side -f "$ROOT/config/rbac/metrics_reader_role.yaml" >/dev/null
-kubectl create serviceaccount bench-scraper -n default >/dev/null
-kubectl create clusterrolebinding bench-scraper --clusterrole memcached-operator-metrics-reader \
-  --serviceaccount default:bench-scraper >/dev/null
-token=$(kubectl create token bench-scraper -n default --duration 1h)
-until [[ "$(kubectl auth can-i get /metrics --as system:serviceaccount:default:bench-scraper)" == yes ]]; do sleep 0.2; done
-metrics_url="https://$metrics_address/metrics"
-scrape() { curl -sS -k -o /dev/null -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $token" "$metrics_url"; }
-# Reviews the API server has served: TokenReviews and SubjectAccessReviews.
-reviews_served() {
-  kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="(tokenreviews|subjectaccessreviews)"/ {n += $NF} END {print n + 0}'
-}
-before_first=$(reviews_served)
-first_seconds=$(scrape)
-after_first=$(reviews_served)
-cached_seconds=$(for _ in $(seq 1 "$SCRAPES"); do scrape; done)
-after_cached=$(reviews_served)
-unauthenticated=$(curl -sS -k -o /dev/null -w '%{http_code}' "$metrics_url")
-scrape_summary=$(python3 - "$SCRAPES" "$first_seconds" "$before_first" "$after_first" "$after_cached" \
-  "$unauthenticated" <<PY
+# Metrics scrapes (the operator only: the peer serves its metrics with controller-runtime's
+# own filters, not measured here), as Prometheus makes them: HTTPS (the certificate is
+# self-signed here, so not verified), the bearer token of a ServiceAccount bound to the
+# metrics-reader role.
+scrape_summary=null
+if [[ "$SUBJECT" == operator ]]; then
+  kubectl apply --server-side -f "$ROOT/config/rbac/metrics_reader_role.yaml" >/dev/null
+  kubectl create serviceaccount bench-scraper -n default >/dev/null
+  kubectl create clusterrolebinding bench-scraper --clusterrole memcached-operator-metrics-reader \
+    --serviceaccount default:bench-scraper >/dev/null
+  token=$(kubectl create token bench-scraper -n default --duration 1h)
+  until [[ "$(kubectl auth can-i get /metrics --as system:serviceaccount:default:bench-scraper)" == yes ]]; do sleep 0.2; done
+  metrics_url="https://$metrics_address/metrics"
+  scrape() { curl -sS -k -o /dev/null -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $token" "$metrics_url"; }
+  # Reviews the API server has served: TokenReviews and SubjectAccessReviews.
+  reviews_served() {
+    kubectl get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="(tokenreviews|subjectaccessreviews)"/ {n += $NF} END {print n + 0}'
+  }
+  before_first=$(reviews_served)
+  first_seconds=$(scrape)
+  after_first=$(reviews_served)
+  cached_seconds=$(for _ in $(seq 1 "$SCRAPES"); do scrape; done)
+  after_cached=$(reviews_served)
+  unauthenticated=$(curl -sS -k -o /dev/null -w '%{http_code}' "$metrics_url")
+  scrape_summary=$(python3 - "$SCRAPES" "$first_seconds" "$before_first" "$after_first" "$after_cached" \
+    "$unauthenticated" <<PY
 import json, statistics, sys
 scrapes, first, before, after_first, after_cached, unauthenticated = sys.argv[1:]
 answers = [line.split() for line in """$first_seconds
@@ -314,16 +341,17 @@ print(json.dumps({
     "without_token_status": int(unauthenticated),
 }))
 PY
-)
+  )
+fi
 
-# What the objects have reached, as it happens: one watch of the Memcacheds' reported
-# generations and one of the StatefulSets' names, one line per object and event ("<none>" for
-# a field not set yet: custom columns, not jsonpath, which prints the list a restarted watch
+# What the objects have reached, as it happens: one watch of the Memcacheds' REPORTED_COLUMN
+# and one of the workloads' names, one line per object and event ("<none>" for a field not set
+# yet: custom columns, not jsonpath, which prints the list a restarted watch
 # begins with as one empty line). (Listing every object twice a second instead put load on the
 # API server that slowed what it measured; docs/performance.md.)
 follow "$CONTROL_PLANE_DIR/reported.watch" memcacheds -n default --no-headers \
-  -o custom-columns=NAME:.metadata.name,REPORTED:.status.observedGeneration
-follow "$CONTROL_PLANE_DIR/statefulsets.watch" statefulsets -n default -o name
+  -o "custom-columns=NAME:.metadata.name,REPORTED:$REPORTED_COLUMN"
+follow "$CONTROL_PLANE_DIR/workloads.watch" "$WORKLOAD" -n default -o name
 
 # The baseline: nothing but the idle operator and the API server's own housekeeping.
 baseline_from=$(date +%s.%N)
@@ -337,20 +365,21 @@ settle_deadline=$(( ${start%.*} + ${SETTLE_LIMIT:-3600} ))
 kubectl create -f "$CONTROL_PLANE_DIR/objects.json" >/dev/null
 created=$(date +%s.%N)
 peak=$idle_rss
-# Reconciled: the status reports an observedGeneration and the StatefulSet exists; the
-# watches, started before the baseline window, have seen both of every object.
-# The workloads alone (every StatefulSet exists) are what the peer's figure measures; the time
-# is taken when the loop first sees them all.
+# Reconciled: the status says so (REPORTED_PATTERN: an observedGeneration for the operator, an
+# Available condition that is True for the peer) and the workload exists; the watches, started
+# before the baseline window, have seen both of every object. The workloads alone (every
+# StatefulSet, or the peer's every Deployment, exists) are `all_workloads_seconds`; the time is
+# taken when the loop first sees them all.
 workloads_at=""
 reconciled() {
-  local reported statefulsets
-  reported=$(awk '$2 != "<none>" {print $1}' "$CONTROL_PLANE_DIR/reported.watch" | sort -u | wc -l)
-  statefulsets=$(sort -u "$CONTROL_PLANE_DIR/statefulsets.watch" | wc -l)
-  if [[ -z "$workloads_at" ]] && (( statefulsets >= N )); then
+  local reported workloads
+  reported=$(awk -v pattern="$REPORTED_PATTERN" '$2 ~ pattern {print $1}' "$CONTROL_PLANE_DIR/reported.watch" | sort -u | wc -l)
+  workloads=$(sort -u "$CONTROL_PLANE_DIR/workloads.watch" | wc -l)
+  if [[ -z "$workloads_at" ]] && (( workloads >= N )); then
     workloads_at=$(date +%s.%N)
     apiserver_ticks_workloads=$(ticks_of "$apiserver_pid")
   fi
-  (( reported >= N && statefulsets >= N ))
+  (( reported >= N && workloads >= N ))
 }
 until reconciled; do
   current=$(rss); (( current > peak )) && peak=$current
@@ -361,13 +390,13 @@ until reconciled; do
   fi
 done
 done_at=$(date +%s.%N)
-# Settled: the StatefulSet controller has reported on every StatefulSet's generation (a list
+# Settled: the workloads' controller has reported on every workload's generation (a list
 # every 5 s, once the workloads are measured, so that it weighs on nothing measured before),
 # then the operator has sent no request for 5 s. Steady state is only steady once nothing
 # upstream still changes. SETTLE_LIMIT (default 3600 s) bounds the wait; past it the bench
 # fails rather than report a steady window that is not one.
 all_reported() {
-  "$KUBECTL" get statefulsets -n default --no-headers \
+  "$KUBECTL" get "$WORKLOAD" -n default --no-headers \
     -o custom-columns=NAME:.metadata.name,GENERATION:.metadata.generation,REPORTED:.status.observedGeneration |
     awk -v n="$N" '$3 != "<none>" && $2 == $3 { ok++ } END { exit !(ok >= n) }'
 }
@@ -380,7 +409,7 @@ while true; do
     requests quiet "$(python3 -c 'import time; print(time.time() - 5)')" && break
   fi
   if (( EPOCHSECONDS > settle_deadline )); then
-    echo "bench-controller: not settled ${SETTLE_LIMIT:-3600} s after the create (every StatefulSet reported: ${reported_at:+yes}${reported_at:-no})" >&2
+    echo "bench-controller: not settled ${SETTLE_LIMIT:-3600} s after the create (every workload reported: ${reported_at:+yes}${reported_at:-no})" >&2
     exit 1
   fi
 done
@@ -388,7 +417,12 @@ kill $watches 2>/dev/null || true
 quiet_at=$(date +%s.%N)
 apiserver_ticks_quiet=$(ticks_of "$apiserver_pid")
 operator_ticks_quiet=$(ticks_of "$operator_pid")
-first_pass_reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
+# The operator's reconciliations, from its metrics (none for the peer, whose metrics are off).
+reconciliations() {
+  [[ "$SUBJECT" == operator ]] || return 0
+  curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}'
+}
+first_pass_reconciliations=$(reconciliations)
 settled_rss=$(rss)
 settled_parts=$(parts)
 sleep "$STEADY_SECONDS"
@@ -396,7 +430,7 @@ steady_to=$(date +%s.%N)
 steady_rss=$(rss)
 peak_hwm=$(hwm)
 requests_summary=$(requests summary "$N" "$STEADY_SECONDS" "$baseline_from" "$baseline_to" "$start" "$quiet_at" "$steady_to")
-reconciliations=$(curl -fsS -k -H "Authorization: Bearer $token" "$metrics_url" | awk '/^memcached_operator_controller_reconciliations_total/ {print $2}')
+reconciliations=$(reconciliations)
 cpu_ticks=$(ticks_of "$operator_pid")
 ticks_per_second=$(getconf CLK_TCK)
 
@@ -406,16 +440,19 @@ python3 - "$N" "$start" "$created" "$done_at" "$idle_rss" "$peak" "$peak_hwm" "$
   "$requests_summary" "$quiet_at" "$first_pass_reconciliations" "$cold_create_seconds" \
   "$baseline_seconds" "$idle_parts" "$settled_parts" "$workloads_at" "$reported_at" \
   "$operator_ticks_quiet" "$apiserver_ticks_start" "$apiserver_ticks_workloads" \
-  "$apiserver_ticks_quiet" "$STEADY_SECONDS" >"$OUT" <<'PY'
+  "$apiserver_ticks_quiet" "$STEADY_SECONDS" "$SUBJECT" >"$OUT" <<'PY'
 import json, sys
 (n, start, created, done, idle, peak, hwm, settled, recs, ticks, hz, scrapes, steady, requests,
  quiet, first_recs, cold_alone, alone, idle_parts, settled_parts,
  workloads, reported, ticks_quiet, api_start, api_workloads, api_quiet,
- steady_seconds) = sys.argv[1:]
+ steady_seconds, subject) = sys.argv[1:]
+# The reconciliations, from the operator's metrics; None where they were not read (the peer).
+count = lambda value: int(float(value)) if value else None
 seconds = lambda since, until: round((int(until) - int(since)) / int(hz), 2)
 create = float(created) - float(start)
 alone = float(alone)
 print(json.dumps({
+    "subject": subject,
     "objects": int(n),
     "create_seconds": round(create, 2),
     "create_seconds_without_operator": round(alone, 2),
@@ -423,21 +460,21 @@ print(json.dumps({
     "create_burst_slowdown": round(create / alone, 2),
     "all_workloads_seconds": round(float(workloads) - float(start), 2),
     "all_reconciled_seconds": round(float(done) - float(start), 2),
-    "statefulsets_reported_seconds": round(float(reported) - float(start), 2),
+    "workloads_reported_seconds": round(float(reported) - float(start), 2),
     "first_pass_seconds": round(float(quiet) - float(start), 2),
-    "first_pass_reconciliations": int(float(first_recs or 0)),
+    "first_pass_reconciliations": count(first_recs),
     "rss_idle_mib": round(int(idle) / 1024, 1),
     "rss_peak_sampled_mib": round(int(peak) / 1024, 1),
     "rss_high_water_mib": round(int(hwm) / 1024, 1),
     "rss_settled_mib": round(int(settled) / 1024, 1),
     "rss_after_steady_window_mib": round(int(steady) / 1024, 1),
     "rss_parts": {"idle": json.loads(idle_parts), "settled": json.loads(settled_parts)},
-    "reconciliations": int(float(recs or 0)),
+    "reconciliations": count(recs),
     "cpu_seconds": round(int(ticks) / int(hz), 2),
     # The steady window: what the periodic resync costs (it wakes every object once per
     # 300 s, reading caches only) when the window is at least that long.
     "steady_seconds": int(steady_seconds),
-    "steady_reconciliations": int(float(recs or 0)) - int(float(first_recs or 0)),
+    "steady_reconciliations": count(recs) - count(first_recs) if recs and first_recs else None,
     "steady_cpu_seconds": seconds(ticks_quiet, ticks),
     # The API server's CPU, everyone's requests included, from the first create until every
     # workload exists, and until the first pass has settled.

