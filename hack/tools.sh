@@ -220,7 +220,8 @@ is_installed() {
   esac
   [[ "$tool" != olm ]] || { compgen -G "$OLM_CRDS/*.yaml" >/dev/null && [[ -f "$TOOLS/olm/chart/Chart.yaml" ]]; } || return 1
   [[ "$tool" != cert-manager ]] || [[ -s "$CERT_MANAGER_CRDS/cert-manager.crds.yaml" ]] || return 1
-  [[ "$tool" != peer ]] || [[ -s "$TOOLS/peer/crd.yaml" && -s "$TOOLS/peer/role.yaml" ]] || return 1
+  [[ "$tool" != peer ]] || [[ -s "$TOOLS/peer/crd.yaml" && -s "$TOOLS/peer/role.yaml" &&
+    -s "$TOOLS/peer/memcached-image" ]] || return 1
   [[ "$tool" != openshift-api ]] || [[ -f "$OPENSHIFT_CRDS/$(basename "$OPENSHIFT_APISERVER_CRD")" ]] || return 1
   if [[ "$tool" == prometheus-operator ]]; then
     for file in "${PROMETHEUS_CRD_FILES[@]}"; do

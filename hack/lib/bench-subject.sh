@@ -59,8 +59,8 @@ start_subject() {
     peer)
       # Its metrics and probe servers off ("0"): neither is measured, and a fixed port could be
       # taken. Its log (controller-runtime's zap, production JSON) says when its workers start.
-      # MEMCACHED_IMAGE: the image its Deployments run, which its config/manager sets.
-      MEMCACHED_IMAGE=memcached:1.4.36-alpine KUBECONFIG="$2" "$BIN" \
+      # MEMCACHED_IMAGE: the image its Deployments run, as its config/manager sets it.
+      MEMCACHED_IMAGE="$(<"$ROOT/.tools/peer/memcached-image")" KUBECONFIG="$2" "$BIN" \
         --metrics-bind-address=0 --health-probe-bind-address=0 \
         --zap-devel=false ${OPERATOR_ARGS:-} >"$1" 2>&1 &
       ;;

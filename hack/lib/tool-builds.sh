@@ -340,6 +340,10 @@ build_peer() {
   ) >"$scratch/log" 2>&1 || { tail -n 30 "$scratch/log" >&2; die "building the peer failed (log: $scratch/log)"; }
   cp "$project/config/crd/bases/cache.example.com_memcacheds.yaml" "$TOOLS/peer/crd.yaml"
   cp "$project/config/rbac/role.yaml" "$TOOLS/peer/role.yaml"
+  # The image its Deployments run: MEMCACHED_IMAGE in its config/manager, which it needs.
+  awk '/name: MEMCACHED_IMAGE/ { getline; print $2 }' "$project/config/manager/manager.yaml" \
+    >"$TOOLS/peer/memcached-image"
+  [[ -s "$TOOLS/peer/memcached-image" ]] || die "no MEMCACHED_IMAGE in the peer's config/manager"
   rm -rf "$scratch"
 }
 
