@@ -51,7 +51,7 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 KUBECTL="$ROOT/.tools/bin/kubectl"
 # shellcheck source=hack/lib/bench-subject.sh
 source "$ROOT/hack/lib/bench-subject.sh"
-if [[ "${SUBJECT:-operator}" == operator ]]; then
+if [[ "$SUBJECT" == operator ]]; then
   OUT="${OUT:-$TARGET/bench/controller.json}"
 else
   OUT="${OUT:-$TARGET/bench/$SUBJECT-controller.json}"
