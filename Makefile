@@ -37,13 +37,15 @@ tools:
 # Prometheus's promtool (the alerting rules' unit tests), and
 # Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools (buildah,
 # skopeo, registry).
-# E2E_TOOLS are what the alerting rules' tests and tests/e2e need, NODE_TOOLS what the suites
-# on the real node add, OLM_TOOLS what tests/olm adds to those.
-E2E_TOOLS := memcached node images kube etcd kustomize helm cert-manager openshift-api prometheus-operator promtool
+# E2E_TOOLS are what tests/e2e needs, NODE_TOOLS what the suites on the real node add
+# (tests/node's scorecard scenario adds operator-sdk, which hack/scorecard.sh installs),
+# OLM_TOOLS what tests/olm adds to those, and ALERT_TOOLS what the alerting rules' tests add.
+E2E_TOOLS := memcached node images kube etcd kustomize helm cert-manager openshift-api prometheus-operator
 NODE_TOOLS := containerd coredns memcached-exporter
 OLM_TOOLS := olm opm grpc-health-probe
+ALERT_TOOLS := promtool
 test-tools:
-	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS) $(OLM_TOOLS)
+	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS) operator-sdk $(OLM_TOOLS) $(ALERT_TOOLS)
 
 ## lint: rustfmt and clippy, warnings as errors, and the house rules (`make house`).
 lint: fmt-check clippy house
@@ -72,12 +74,13 @@ clippy-fuzz:
 ## test-rust: unit and integration tests of every crate (the suites run the binaries that
 ## cargo test builds for them, CARGO_BIN_EXE_*, so no other debug build of the workspace is
 ## made: one would compile tokio and its dependents again without the features the tests
-## add, tokio's test-util among them), the alerting rules' unit tests with
-## Prometheus's promtool (tests/alerts), then the end-to-end tests, which
+## add, tokio's test-util among them), then the end-to-end tests, which
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
 ## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
-## cert-manager (deploy), through the real OLM (olm), and the node's own (node); after each
+## cert-manager (deploy), the node's own (node), and through the real OLM (olm), whose tools
+## are the last built; then the alerting rules' unit tests with Prometheus's promtool
+## (tests/alerts), which nothing before needs; after each
 ## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites mostly wait
 ## (on the kubelet, OLM, the control plane) and leave a core idle, so tests/e2e, which needs
 ## no node, runs beside the three on the node, as a job (hack/background.sh; its test binary
@@ -86,7 +89,7 @@ clippy-fuzz:
 ## ones: the operator's release binary (which deploy's images hold), and under make test the
 ## tools themselves (TOOL_JOBS) from the start. A step that needs a tool a job has not reached
 ## yet builds it itself, one that a job is building waits for it (hack/tools.sh locks each
-## tool), so OLM's tools build beside tests/deploy.
+## tool), so OLM's tools build beside tests/deploy and tests/node.
 LEFTOVERS = @echo "hack/node.sh leftovers  \# what the suite's clusters left on this machine" && \
   hack/node.sh leftovers || { echo "the suite's clusters left the above behind"; exit 1; }
 E2E_BINARY = $(CARGO) test --locked -p memcached-operator --test e2e --no-run 2>&1 | \
@@ -95,20 +98,21 @@ test-rust:
 	$(CARGO) test --locked --workspace
 	hack/background.sh wait e2e-tools
 	hack/tools.sh $(E2E_TOOLS)
-	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
 	$(if $(JOBS_STARTED),,hack/background.sh start --nice 5 operator-binary hack/images.sh operator-binary)
 	@e2e="$$($(E2E_BINARY))" && [[ -x "$$e2e" ]] || { echo "no test binary for tests/e2e"; exit 1; }; \
 	  echo "hack/background.sh start --nice 0 e2e $$e2e --ignored"; \
 	  hack/background.sh start --nice 0 e2e "$$e2e" --ignored
 	hack/tools.sh $(NODE_TOOLS)
 	hack/background.sh wait operator-binary
-	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored
+	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored $(DEPLOY_SCENARIOS)
+	$(LEFTOVERS)
+	$(CARGO) test --locked -p memcached-operator --test node -- --ignored $(NODE_SCENARIOS)
 	$(LEFTOVERS)
 	hack/tools.sh $(OLM_TOOLS)
 	$(CARGO) test --locked -p memcached-operator --test olm -- --ignored
 	$(LEFTOVERS)
-	$(CARGO) test --locked -p memcached-operator --test node -- --ignored $(NODE_SCENARIOS)
-	$(LEFTOVERS)
+	hack/tools.sh $(ALERT_TOOLS)
+	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored
 	hack/background.sh wait --log e2e
 	$(LEFTOVERS)
 	hack/background.sh wait node-tools
@@ -120,18 +124,23 @@ test-rust:
 test-under-load: test-tools
 	hack/under-load.sh $(MAKE) --no-print-directory test-rust
 
-## NODE_SCENARIOS: what tests/node runs (libtest's filters). make test skips its two slowest
+## NODE_SCENARIOS and DEPLOY_SCENARIOS: what tests/node and tests/deploy run (libtest's
+## filters). So that a cold run stays within the hour, make test skips tests/node's two slowest
 ## drills, the API server and etcd restarted while 300 Memcacheds are created (about 11
-## minutes together), so that a cold run stays within the hour; make test-full runs them.
+## minutes together), and tests/deploy's control experiment, a self-signed renewal served
+## without waiting for the caBundles, which shows writes failing for as long as the new CA is
+## not trusted (about 100 s); make test-full runs all three.
 NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
+DEPLOY_SCENARIOS ?= --skip without_waiting_for_the_ca_bundles
 
 ## test: everything CI runs. The tools build from the start, beside the Rust builds and the
 ## suites (hack/background.sh; each job's log is in target/background/): what tests/e2e needs
 ## and the operator's musl release binary that deploy's images hold (nice 0, as the steps;
-## its fat LTO runs on one core), the node's and OLM's tools (nice 5), the workspace's clippy
-## (nice 10, in target/clippy, a build directory of its own so that it never waits for cargo's
-## lock on target/ nor holds it), then what validate and deny need (nice 19); each step waits
-## for the job that builds what it uses, and clippy's verdict is waited for after the suites.
+## its fat LTO runs on one core), the node's tools, OLM's and promtool, in the order the steps
+## need them (nice 5), the workspace's clippy (nice 10, in target/clippy, a build directory of
+## its own so that it never waits for cargo's lock on target/ nor holds it), then hadolint and
+## cargo-deny (nice 19); each step waits for the job that builds what it uses, and clippy's
+## verdict is waited for after the suites.
 ## The machine is busy from start to end on two cores, so a job that nothing waits for early
 ## goes where the suites leave a core idle. The fuzz targets' clippy (a check of every crate
 ## again, in their own workspace) is left to make lint and make clippy, and fuzzing to make
@@ -140,9 +149,9 @@ NODE_SCENARIOS ?= --skip _while_memcacheds_are_created_
 ## past crash through the same checks in the ordinary test build.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
   hack/background.sh start --nice 0 operator-binary hack/images.sh operator-binary && \
-  hack/background.sh start --nice 5 node-tools hack/tools.sh $(NODE_TOOLS) $(OLM_TOOLS) && \
+  hack/background.sh start --nice 5 node-tools hack/tools.sh $(NODE_TOOLS) operator-sdk $(OLM_TOOLS) $(ALERT_TOOLS) && \
   hack/background.sh start --nice 10 clippy $(MAKE) --no-print-directory clippy-workspace && \
-  hack/background.sh start ahead hack/tools.sh operator-sdk hadolint cargo-deny
+  hack/background.sh start ahead hack/tools.sh hadolint cargo-deny
 TEST_STEPS = fmt-check house test-rust clippy-job deny validate
 JOBS = e2e-tools operator-binary node-tools clippy ahead e2e
 test:
@@ -155,9 +164,9 @@ test:
 clippy-job:
 	hack/background.sh wait --log clippy
 
-## test-full: make test with every drill of tests/node, the two slowest too.
+## test-full: make test with every scenario, the three slowest too.
 test-full:
-	$(MAKE) --no-print-directory test NODE_SCENARIOS=
+	$(MAKE) --no-print-directory test NODE_SCENARIOS= DEPLOY_SCENARIOS=
 
 ## deny: licenses, banned and duplicate crates, crate sources, and security advisories when
 ## the advisory database can be fetched (see deny.toml and README, Dependencies).
