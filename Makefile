@@ -44,8 +44,10 @@ E2E_TOOLS := memcached node images kube etcd kustomize helm cert-manager openshi
 NODE_TOOLS := containerd coredns memcached-exporter
 OLM_TOOLS := olm opm grpc-health-probe
 ALERT_TOOLS := promtool
+# What the node-tools job builds, in the order the steps need it.
+NODE_JOB_TOOLS := $(NODE_TOOLS) operator-sdk $(OLM_TOOLS) $(ALERT_TOOLS)
 test-tools:
-	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS) operator-sdk $(OLM_TOOLS) $(ALERT_TOOLS)
+	hack/tools.sh $(E2E_TOOLS) $(NODE_JOB_TOOLS)
 
 ## lint: rustfmt and clippy, warnings as errors, and the house rules (`make house`).
 lint: fmt-check clippy house
@@ -149,7 +151,7 @@ DEPLOY_SCENARIOS ?= --skip without_waiting_for_the_ca_bundles
 ## past crash through the same checks in the ordinary test build.
 TOOL_JOBS = hack/background.sh start --nice 0 e2e-tools hack/tools.sh $(E2E_TOOLS) && \
   hack/background.sh start --nice 0 operator-binary hack/images.sh operator-binary && \
-  hack/background.sh start --nice 5 node-tools hack/tools.sh $(NODE_TOOLS) operator-sdk $(OLM_TOOLS) $(ALERT_TOOLS) && \
+  hack/background.sh start --nice 5 node-tools hack/tools.sh $(NODE_JOB_TOOLS) && \
   hack/background.sh start --nice 10 clippy $(MAKE) --no-print-directory clippy-workspace && \
   hack/background.sh start ahead hack/tools.sh hadolint cargo-deny
 TEST_STEPS = fmt-check house test-rust clippy-job deny validate
