@@ -17,7 +17,8 @@
 # scheduling a process's nice only ranks it within its session; sched(7), "The autogroup
 # feature"), under nice N, and at nice 19 in the idle I/O class, so the tests' own processes,
 # whatever session they run in, come first; a lower N ranks a job the next step waits for
-# above one a later step waits for. Its log is target/background/NAME.log.
+# above one a later step waits for. Once a step waits for a job, the job runs at nice 0, as the
+# steps do (raise, below). Its log is target/background/NAME.log.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -31,11 +32,38 @@ source "$ROOT/hack/lib/cpu.sh"
 # cpu_of NAME: the CPU-seconds (user and system) job NAME's processes used, or nothing.
 cpu_of() { times_seconds "$DIR/$1.cpu"; }
 
+# raise NAME PID: the job whose session PID leads now runs at the steps' priority (nice 0, its
+# scheduling group's too, and the best-effort I/O class): a step waits for it, and a job left
+# at nice 19 would get almost nothing beside another program keeping the cores busy (a
+# priority inversion: the run would wait on its lowest-ranked work). Its processes' threads one
+# by one, since a nice is a thread's on Linux (setpriority(2), "BUGS"); twice, for a process
+# forked while the first pass ran. Lowering a nice needs CAP_SYS_NICE: without it the job keeps
+# its rank, as said.
+raise() {
+  local name="$1" leader="$2" tids=() pid task
+  [[ "$(cat "/proc/$leader/autogroup" 2>/dev/null)" == *"nice 0" ]] && return 0
+  echo 0 >"/proc/$leader/autogroup" 2>/dev/null || true
+  for _ in 1 2; do
+    tids=()
+    for pid in $(ps -o pid= --sid "$leader" 2>/dev/null); do
+      for task in "/proc/$pid/task/"*; do tids+=("${task##*/}"); done
+    done
+    ((${#tids[@]})) || return 0
+    if ! renice --priority 0 --pid "${tids[@]}" >/dev/null 2>&1 && ((EUID != 0)); then
+      echo "background: $name keeps its nice: lowering it needs CAP_SYS_NICE" >&2
+      return 0
+    fi
+    ionice -c 2 -n 4 -p "${tids[@]}" 2>/dev/null || true
+  done
+  echo "background: $name now runs at nice 0, since a step waits for it" >&2
+}
+
 # wait_for NAME: wait until job NAME has written its status; return it, with its log if not 0.
 wait_for() {
   local name="$1" pid status waited=0
   [[ -f "$DIR/$name.pid" ]] || return 0
   pid="$(cat "$DIR/$name.pid")"
+  [[ -f "$DIR/$name.status" ]] || raise "$name" "$pid"
   until [[ -f "$DIR/$name.status" ]]; do
     if ! kill -0 "$pid" 2>/dev/null && [[ ! -f "$DIR/$name.status" ]]; then
       rm -f "$DIR/$name.pid"
