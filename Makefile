@@ -142,7 +142,7 @@ DEPLOY_SCENARIOS ?= --skip without_waiting_for_the_ca_bundles
 ## need them (nice 5), the workspace's clippy (nice 10, in target/clippy, a build directory of
 ## its own so that it never waits for cargo's lock on target/ nor holds it), then hadolint and
 ## cargo-deny (nice 19); each step waits for the job that builds what it uses (which runs at
-## nice 0 from then on), and clippy's verdict is waited for after the suites.
+## the step's nice from then on), and clippy's verdict is waited for after the suites.
 ## The machine is busy from start to end on two cores, so a job that nothing waits for early
 ## goes where the suites leave a core idle. The fuzz targets' clippy (a check of every crate
 ## again, in their own workspace) is left to make lint and make clippy, and fuzzing to make

@@ -12,13 +12,17 @@
 #                                     test suite run as a job: its report belongs in the output)
 #        hack/background.sh stop NAME...  stop the jobs NAME that still run (their process
 #                                     groups), as a failed run does before it ends
+#        hack/background.sh raise PID     the job PID belongs to, if any, runs at the caller's
+#                                     nice from now on (hack/tools.sh, waiting for a tool a
+#                                     job is building)
 #
 # The job runs in a session of its own whose scheduling group has nice N (with autogroup
 # scheduling a process's nice only ranks it within its session; sched(7), "The autogroup
 # feature"), under nice N, and at nice 19 in the idle I/O class, so the tests' own processes,
 # whatever session they run in, come first; a lower N ranks a job the next step waits for
-# above one a later step waits for. Once a step waits for a job, the job runs at nice 0, as the
-# steps do (raise, below). Its log is target/background/NAME.log.
+# above one a later step waits for. Once a step waits for a job, or for a tool it is building,
+# the job runs at the step's nice from then on (raise, below). Its log is
+# target/background/NAME.log.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -32,30 +36,33 @@ source "$ROOT/hack/lib/cpu.sh"
 # cpu_of NAME: the CPU-seconds (user and system) job NAME's processes used, or nothing.
 cpu_of() { times_seconds "$DIR/$1.cpu"; }
 
-# raise NAME PID: the job whose session PID leads now runs at the steps' priority (nice 0, its
-# scheduling group's too, and the best-effort I/O class): a step waits for it, and a job left
-# at nice 19 would get almost nothing beside another program keeping the cores busy (a
-# priority inversion: the run would wait on its lowest-ranked work). Its processes' threads one
-# by one, since a nice is a thread's on Linux (setpriority(2), "BUGS"); twice, for a process
-# forked while the first pass ran. Lowering a nice needs CAP_SYS_NICE: without it the job keeps
-# its rank, as said.
+# raise NAME LEADER: job NAME, whose session LEADER leads, runs from now on at the caller's
+# nice if that is lower (its scheduling group, its threads, and the best-effort I/O class):
+# the caller waits for it, for its end or for a tool it is building, and a job left at nice 19
+# would get almost nothing beside another program keeping the cores busy, so the run would
+# wait on its lowest-ranked work (a priority inversion; the waiter lends its priority, as a
+# lock's holder inherits its waiter's). The threads one by one, since a nice is a thread's on
+# Linux (setpriority(2), "BUGS"); twice, for a process forked while the first pass ran.
+# Lowering a nice needs CAP_SYS_NICE: without it the job keeps its rank, as said.
 raise() {
-  local name="$1" leader="$2" tids=() pid task
-  [[ "$(cat "/proc/$leader/autogroup" 2>/dev/null)" == *"nice 0" ]] && return 0
-  echo 0 >"/proc/$leader/autogroup" 2>/dev/null || true
+  local name="$1" leader="$2" want group tids lwp ni
+  want="$(nice)"
+  group="$(cat "/proc/$leader/autogroup" 2>/dev/null)" || return 0
+  [[ "${group##* }" =~ ^-?[0-9]+$ ]] && ((${group##* } > want)) || return 0
+  echo "$want" >"/proc/$leader/autogroup" 2>/dev/null || true
   for _ in 1 2; do
     tids=()
-    for pid in $(ps -o pid= --sid "$leader" 2>/dev/null); do
-      for task in "/proc/$pid/task/"*; do tids+=("${task##*/}"); done
-    done
-    ((${#tids[@]})) || return 0
-    if ! renice --priority 0 --pid "${tids[@]}" >/dev/null 2>&1 && ((EUID != 0)); then
+    while read -r lwp ni; do
+      [[ "$ni" =~ ^-?[0-9]+$ ]] && ((ni > want)) && tids+=("$lwp")
+    done < <(ps -L -o lwp=,ni= --sid "$leader" 2>/dev/null)
+    ((${#tids[@]})) || break
+    if ! renice --priority "$want" --pid "${tids[@]}" >/dev/null 2>&1 && ((EUID != 0)); then
       echo "background: $name keeps its nice: lowering it needs CAP_SYS_NICE" >&2
       return 0
     fi
     ionice -c 2 -n 4 -p "${tids[@]}" 2>/dev/null || true
   done
-  echo "background: $name now runs at nice 0, since a step waits for it" >&2
+  echo "background: $name now runs at nice $want, the nice of what waits for it" >&2
 }
 
 # wait_for NAME: wait until job NAME has written its status; return it, with its log if not 0.
@@ -151,5 +158,16 @@ case "${1:-}" in
       rm -f "$DIR/$name.pid" "$DIR/$name.status"
     done
     ;;
-  *) die "usage: $0 start [--nice N] NAME COMMAND... | wait [--log] NAME | stop NAME..." ;;
+  raise)
+    shift
+    (($# == 1)) && [[ "$1" =~ ^[0-9]+$ ]] || die "usage: $0 raise PID"
+    session="$(ps -o sid= -p "$1" 2>/dev/null | tr -d ' ')"
+    [[ -n "$session" ]] || exit 0
+    for pid_file in "$DIR"/*.pid; do
+      [[ -f "$pid_file" && "$(cat "$pid_file")" == "$session" ]] || continue
+      name="${pid_file##*/}"
+      raise "${name%.pid}" "$session"
+    done
+    ;;
+  *) die "usage: $0 start [--nice N] NAME COMMAND... | wait [--log] NAME | stop NAME... | raise PID" ;;
 esac

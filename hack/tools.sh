@@ -290,16 +290,21 @@ install_tool() {
 # packages share one, as apt-get would refuse a second dpkg), so that two hack/tools.sh (make
 # -j, make test's build jobs, a test starting the control plane meanwhile) never build the
 # same tool at once, yet build different ones side by side. One that finds the lock taken
-# waits, then uses what the other installed. Up-to-date tools take no lock.
+# waits, then uses what the other installed; if the other runs in one of make test's jobs
+# (hack/background.sh), that job runs at the waiter's nice from then on. The holder's pid is
+# in .tools/locks/TOOL.holder. Up-to-date tools take no lock.
 install_locked() {
-  local tool="$1" lock="$1" fd
+  local tool="$1" lock="$1" fd holder
   [[ " ${SYSTEM_TOOLS[*]} " != *" $tool "* ]] || lock=debian
   mkdir -p "$BIN" "$STAMPS" "$TOOLS/locks"
   exec {fd}>"$TOOLS/locks/$lock"
   if ! flock -n "$fd"; then
     log "waiting for another hack/tools.sh installing $tool..."
+    holder="$(cat "$TOOLS/locks/$lock.holder" 2>/dev/null || true)"
+    [[ ! "$holder" =~ ^[0-9]+$ ]] || "$ROOT/hack/background.sh" raise "$holder" || true
     flock "$fd"
   fi
+  echo "$BASHPID" >"$TOOLS/locks/$lock.holder"
   is_installed "$tool" || install_tool "$tool"
   exec {fd}>&-
 }
