@@ -135,17 +135,25 @@ pub async fn a_thousand_memcacheds_created_and_deleted_leave_no_record_behind(en
          they were",
         WAIT,
         || async {
-            if count(&memcacheds).await != 0 {
+            let left = count(&memcacheds).await;
+            if left != 0 {
                 let _ = memcacheds.delete_collection(&all.0, &all.1).await;
-                return None;
+                return Err(format!("{left} Memcacheds left (usize::MAX: not listed)"));
             }
-            if count(&statefulsets).await != 0 || count(&services).await != 0 {
+            let (sets, services_left) = (count(&statefulsets).await, count(&services).await);
+            if sets != 0 || services_left != 0 {
                 let _ = statefulsets.delete_collection(&all.0, &all.1).await;
                 let _ = services.delete_collection(&all.0, &all.1).await;
-                return None;
+                return Err(format!(
+                    "{sets} StatefulSets and {services_left} Services left"
+                ));
             }
             let after = records(&env).await;
-            (after == before).then_some(after)
+            if after == before {
+                Ok(after)
+            } else {
+                Err(format!("the records are {after:?}, before {before:?}"))
+            }
         },
     )
     .await;
