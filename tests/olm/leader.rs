@@ -24,7 +24,7 @@ fn restarts(pod: &k8s_openapi::api::core::v1::Pod) -> i32 {
         .unwrap_or_default()
 }
 
-pub async fn killing_the_leaders_process_hands_the_lease_to_the_other_replica(env: Arc<Env>) {
+pub async fn killing_the_leaders_process_hands_the_lease_to_a_live_replica(env: Arc<Env>) {
     let leader = eventually("a replica holds the lease", WAIT, || env.leader_pod()).await;
     let killed_identity = testkit::lease::holder(&env.client, &env.installed.namespace)
         .await

@@ -33,7 +33,7 @@ fn main() {
         api::both_api_versions_go_through_olms_wiring,
         operand::memcached_answers_on_every_server_and_follows_kubectl_scale,
         pod_security::restricted_pod_security_admits_the_operator_and_memcached,
-        leader::killing_the_leaders_process_hands_the_lease_to_the_other_replica,
+        leader::killing_the_leaders_process_hands_the_lease_to_a_live_replica,
         rbac::with_one_rule_removed_the_check_finds_forbidden,
         rbac::the_operator_works_with_only_what_the_csv_grants,
         verdicts::check_bundle_and_olm_agree_on_every_bundle_variant,
