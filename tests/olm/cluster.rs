@@ -110,14 +110,6 @@ impl Env {
         pods
     }
 
-    /// The name of the pod whose replica holds the lease.
-    pub async fn leader_pod(&self) -> Option<String> {
-        let holder = testkit::lease::holder(&self.client, &self.installed.namespace)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        holder.pod().map(str::to_string)
-    }
-
     /// Runs the project's kubectl against the control plane; returns (success, stdout,
     /// stderr).
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {

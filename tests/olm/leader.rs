@@ -25,11 +25,17 @@ fn restarts(pod: &k8s_openapi::api::core::v1::Pod) -> i32 {
 }
 
 pub async fn killing_the_leaders_process_hands_the_lease_to_a_live_replica(env: Arc<Env>) {
-    let leader = eventually("a replica holds the lease", WAIT, || env.leader_pod()).await;
-    let killed_identity = testkit::lease::holder(&env.client, &env.installed.namespace)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .identity;
+    let holder = || testkit::lease::holder(&env.client, &env.installed.namespace);
+    let leading_holder = eventually("a replica holds the lease", WAIT, || async {
+        let holder = holder().await?;
+        match holder.pod() {
+            Some(_) => Ok(holder),
+            None => Err("nobody holds it".to_string()),
+        }
+    })
+    .await;
+    let leader = leading_holder.pod().unwrap_or_default().to_string();
+    let killed_identity = leading_holder.identity;
     let pods = env.operator_pods().await;
     assert_eq!(pods.len(), 2, "two replicas");
     let (leading, other): (Vec<_>, Vec<_>) = pods
@@ -52,16 +58,17 @@ pub async fn killing_the_leaders_process_hands_the_lease_to_a_live_replica(env: 
         &format!("a live replica takes the lease over from {killed_identity}"),
         WAIT,
         || async {
-            let holder = testkit::lease::holder(&env.client, &env.installed.namespace).await?;
-            if holder.identity.is_empty() || holder.identity == killed_identity {
+            let holder = holder().await?;
+            if holder.pod().is_none() || holder.identity == killed_identity {
                 return Err(format!("the lease is held by '{}'", holder.identity));
             }
-            Ok::<_, String>(holder.identity)
+            Ok::<_, String>(holder)
         },
     )
     .await;
     let takeover = killed.elapsed();
-    let successor_pod = successor.split('_').next().unwrap_or_default().to_string();
+    let successor_pod = successor.pod().unwrap_or_default().to_string();
+    let successor = successor.identity;
     let taker = if successor_pod == other_name {
         "the other replica".to_string()
     } else {
