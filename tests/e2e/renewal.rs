@@ -9,7 +9,8 @@
 //! handshake with the old pair. So the writers are more than the API server keeps idle
 //! connections for, which makes it open new ones throughout, as any burst does.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::api::{
@@ -28,9 +29,9 @@ use crate::cluster::{Env, eventually};
 const WRITERS: usize = 30;
 /// How long the second half of a renewal lags behind the first.
 const LAG: Duration = Duration::from_secs(3);
-/// Calls that may fail in the race between the API server's informer and the operator's
-/// watch seeing the same rewrite of a bundle.
-const RACE: usize = 2;
+/// Successful calls in a row, by every writer once the new serial is served, that show the
+/// renewal's window closed.
+const SETTLED: usize = 5;
 /// The Secret the operator may read the serving certificate from, in its namespace.
 const CERT_SECRET: &str = "e2e-serving-cert";
 
@@ -44,12 +45,91 @@ async fn served_serial(env: &Env, ca: &Ca) -> Option<String> {
         .map(|answer| answer.serial)
 }
 
+/// One call a writer made through the webhooks.
+struct Call {
+    writer: usize,
+    started: Instant,
+    ended: Instant,
+    error: Option<String>,
+}
+
+/// The calls of every writer, in the order they ended.
+type Calls = Arc<Mutex<Vec<Call>>>;
+
 /// What one renewal under writes came to.
 struct Renewal {
-    writes: usize,
-    failures: Vec<String>,
+    calls: Vec<Call>,
+    /// When the bundles' rewrite began.
+    rewritten: Instant,
+    /// When the bundles' rewrite was done.
+    bundles_done: Instant,
+    /// When the files landed.
+    files_written: Instant,
     /// From the bundles' rewrite to the new serial being served.
     served_after_bundles: Duration,
+}
+
+impl Renewal {
+    fn failures(&self) -> impl Iterator<Item = (&Call, &str)> {
+        self.calls
+            .iter()
+            .filter_map(|call| call.error.as_deref().map(|error| (call, error)))
+    }
+
+    /// The failed calls that ended before `moment`.
+    fn failed_before(&self, moment: Instant) -> Vec<&str> {
+        self.failures()
+            .filter(|(call, _)| call.ended < moment)
+            .map(|(_, error)| error)
+            .collect()
+    }
+
+    /// The failed calls that ran wholly between `from` and `to`.
+    fn failed_between(&self, from: Instant, to: Instant) -> usize {
+        self.failures()
+            .filter(|(call, _)| call.started >= from && call.ended <= to)
+            .count()
+    }
+
+    /// "N of M", and when the failures began and ended, from the bundles' rewrite.
+    fn describe(&self) -> String {
+        let offset = |moment: Instant| {
+            let secs = |d: Duration| d.as_secs_f64();
+            match moment.checked_duration_since(self.rewritten) {
+                Some(after) => format!("+{:.2} s", secs(after)),
+                None => format!("-{:.2} s", secs(self.rewritten - moment)),
+            }
+        };
+        let failed: Vec<_> = self.failures().map(|(call, _)| call).collect();
+        let window = match (
+            failed.iter().map(|call| call.started).min(),
+            failed.iter().map(|call| call.ended).max(),
+        ) {
+            (Some(first), Some(last)) => format!(" from {} to {}", offset(first), offset(last)),
+            _ => String::new(),
+        };
+        format!("{} of {}{window}", failed.len(), self.calls.len())
+    }
+}
+
+/// Whether every writer's last [`SETTLED`] calls, all begun after `since`, succeeded; if not,
+/// how many writers are not there yet.
+fn settled(calls: &[Call], since: Instant) -> Result<(), String> {
+    let mut streaks = [0usize; WRITERS];
+    for call in calls.iter().filter(|call| call.started >= since) {
+        streaks[call.writer] = match call.error {
+            None => streaks[call.writer] + 1,
+            Some(_) => 0,
+        };
+    }
+    let behind = streaks.iter().filter(|&&streak| streak < SETTLED).count();
+    if behind == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{behind} of {WRITERS} writers without {SETTLED} successful calls in a row"
+        ))
+    }
 }
 
 /// In which order a renewal reaches the operator and the API server.
@@ -63,25 +143,27 @@ enum Order {
     BundlesFirst,
 }
 
-/// Renews to a pair of the `to` CA in `order`, writing through it all.
+/// Renews to a pair of the `to` CA in `order`, writing through it all until every writer's
+/// calls succeed again.
 async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
     let api: Api<Memcached> = Api::namespaced(env.client.clone(), namespace);
     let gvk = GroupVersionKind::gvk(memcached_operator::api::GROUP, "v1alpha1", "Memcached");
     let resource = ApiResource::from_gvk_with_plural(&gvk, memcached_operator::api::PLURAL);
     let old_api: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), namespace, &resource);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let calls: Calls = Arc::default();
     let writers: Vec<_> = (0..WRITERS)
         .map(|writer| {
             let stop = stop.clone();
+            let calls = calls.clone();
             let api = api.clone();
             let old_api = old_api.clone();
             tokio::spawn(async move {
-                let mut writes = 0;
-                let mut failures = Vec::new();
                 let mut round = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) {
                     round += 1;
+                    let started = Instant::now();
                     let result = if round.is_multiple_of(2) {
                         let label = format!("writer-{writer}");
                         let patch = json!({"metadata": {"labels": {label: round.to_string()}}});
@@ -91,13 +173,14 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
                     } else {
                         old_api.get("renewed").await.map(|_| ())
                     };
-                    writes += 1;
-                    if let Err(error) = result {
-                        failures.push(error.to_string());
-                    }
+                    calls.lock().expect("the calls").push(Call {
+                        writer,
+                        started,
+                        ended: Instant::now(),
+                        error: result.err().map(|error| error.to_string()),
+                    });
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                (writes, failures)
             })
         })
         .collect();
@@ -109,10 +192,12 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
             Layout::ServingCerts,
             &leaf.cert_pem,
             &leaf.key_pem,
-        )
+        );
+        Instant::now()
     };
+    let mut files_written = None;
     if let Order::FilesFirst = order {
-        write_files();
+        files_written = Some(write_files());
         tokio::time::sleep(LAG).await;
     } else {
         env.write_cert_secret(CERT_SECRET, &leaf.cert_pem, &leaf.key_pem)
@@ -122,6 +207,7 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
     env.install_wiring_with(&to.pem)
         .await
         .expect("the bundles rewritten");
+    let bundles_done = Instant::now();
     let served = async {
         eventually(
             "the renewed certificate is served",
@@ -129,28 +215,38 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
             || async { (served_serial(env, to).await? == leaf.serial).then_some(()) },
         )
         .await;
-        rewritten.elapsed()
+        Instant::now()
     };
     let files_last = async {
         if let Order::BundlesFirst = order {
             tokio::time::sleep(LAG).await;
-            write_files();
+            Some(write_files())
+        } else {
+            None
         }
     };
-    let (served_after_bundles, ()) = tokio::join!(served, files_last);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut writes = 0;
-    let mut failures = Vec::new();
+    let (served_at, written_last) = tokio::join!(served, files_last);
+    let files_written = files_written
+        .or(written_last)
+        .expect("the files were written");
+    let since = served_at.max(files_written);
+    eventually(
+        "every writer's calls succeed again once the renewal is served",
+        Duration::from_secs(120),
+        || async { settled(&calls.lock().expect("the calls"), since) },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
     for writer in writers {
-        let (done, failed) = writer.await.expect("a writer finishes");
-        writes += done;
-        failures.extend(failed);
+        writer.await.expect("a writer finishes");
     }
+    let calls = std::mem::take(&mut *calls.lock().expect("the calls"));
     Renewal {
-        writes,
-        failures,
-        served_after_bundles,
+        calls,
+        rewritten,
+        bundles_done,
+        files_written,
+        served_after_bundles: served_at - rewritten,
     }
 }
 
@@ -203,21 +299,21 @@ pub async fn a_renewal_under_a_new_ca_is_served_once_the_api_server_trusts_it(en
     env.restart_operator(&[]).await;
     let back = renew(&env, &namespace, &env.ca, Order::FilesFirst).await;
 
-    let count = |renewal: &Renewal| format!("{} of {}", renewal.failures.len(), renewal.writes);
     println!(
         "figures: renewals under a new CA, {WRITERS} writers, the second half {:.0} s after the \
-         first. Files first: waiting for the bundles, {} calls failed (held {:.2} s, served \
-         {:.2} s after the rewrite began); without, {}. Bundles first: reading the Secret, {} \
-         failed (served {:.2} s after the rewrite began); without, {}. Back to the suite's CA: {}",
+         first, failures timed from the bundles' rewrite. Files first: waiting for the bundles, \
+         {} calls failed (held {:.2} s, served {:.2} s after the rewrite began); without, {}. \
+         Bundles first: reading the Secret, {} failed (served {:.2} s after the rewrite \
+         began); without, {}. Back to the suite's CA: {}",
         LAG.as_secs_f64(),
-        count(&files_first),
+        files_first.describe(),
         held_ms.first().copied().unwrap_or_default() / 1000.0,
         files_first.served_after_bundles.as_secs_f64(),
-        count(&files_first_careless),
-        count(&bundles_first),
+        files_first_careless.describe(),
+        bundles_first.describe(),
         bundles_first.served_after_bundles.as_secs_f64(),
-        count(&bundles_first_careless),
-        count(&back),
+        bundles_first_careless.describe(),
+        back.describe(),
     );
     assert_eq!(pid, pid_after, "the same process served both pairs");
     assert!(
@@ -232,26 +328,49 @@ pub async fn a_renewal_under_a_new_ca_is_served_once_the_api_server_trusts_it(en
         from_secret,
         "the operator served the pair read from the Secret"
     );
-    // What is left is the race between the API server's informer and the operator's watch
-    // of the same change: a handshake or two, not the seconds of the lag.
+    // Held until the bundles change, the renewal fails no call before they do. What is left
+    // is the race between the API server's informer and the operator's watch of the same
+    // rewrite, as long as the slower of the two takes to see it: handshakes across the CA
+    // switch, and nothing else. That the window closes, every writer's calls succeeding
+    // again, `renew` has waited for.
     for (what, renewal) in [
         ("files first", &files_first),
         ("bundles first", &bundles_first),
         ("back", &back),
     ] {
+        let early = renewal.failed_before(renewal.rewritten);
         assert!(
-            renewal.failures.len() <= RACE && renewal.failures.iter().all(|f| f.contains("x509")),
-            "{what}: more calls failed than the watch's race explains: {:?}",
-            renewal.failures
+            early.is_empty(),
+            "{what}: calls failed before the bundles were rewritten, while the operator held \
+             the renewal: {early:?}"
+        );
+        let other: Vec<_> = renewal
+            .failures()
+            .map(|(_, error)| error)
+            .filter(|error| !error.contains("x509"))
+            .collect();
+        assert!(
+            other.is_empty(),
+            "{what}: calls failed for more than the CA switch: {other:?}"
         );
     }
+    // Without the Secret, the operator serves the old pair until the files land, while the
+    // API server trusts only the new CA: calls fail in between.
     assert!(
-        bundles_first_careless.failures.len() > 10 * RACE
-            && bundles_first_careless
-                .failures
-                .iter()
-                .all(|f| f.contains("x509") || f.contains("certificate")),
-        "bundles first, with the files only: calls should fail until the files land: {:?}",
-        bundles_first_careless.failures.len()
+        bundles_first_careless.failed_between(
+            bundles_first_careless.bundles_done,
+            bundles_first_careless.files_written
+        ) > 0,
+        "bundles first, with the files only: calls should fail until the files land: {}",
+        bundles_first_careless.describe()
+    );
+    let other: Vec<_> = bundles_first_careless
+        .failures()
+        .map(|(_, error)| error)
+        .filter(|error| !error.contains("x509") && !error.contains("certificate"))
+        .collect();
+    assert!(
+        other.is_empty(),
+        "bundles first, with the files only: calls failed for more than the CA switch: {other:?}"
     );
 }
