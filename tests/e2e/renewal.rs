@@ -91,7 +91,7 @@ impl Renewal {
             .count()
     }
 
-    /// "N of M", and when the failures began and ended, from the bundles' rewrite.
+    /// "N of M", and when the first and the last failure came, from the bundles' rewrite.
     fn describe(&self) -> String {
         let offset = |moment: Instant| {
             let secs = |d: Duration| d.as_secs_f64();
@@ -102,7 +102,7 @@ impl Renewal {
         };
         let failed: Vec<_> = self.failures().map(|(call, _)| call).collect();
         let window = match (
-            failed.iter().map(|call| call.started).min(),
+            failed.iter().map(|call| call.ended).min(),
             failed.iter().map(|call| call.ended).max(),
         ) {
             (Some(first), Some(last)) => format!(" from {} to {}", offset(first), offset(last)),
