@@ -137,16 +137,21 @@ impl OperatorBinary {
     }
 
     /// Starts the binary with `args` (a subcommand and its flags) and extra environment,
-    /// logging JSON at level info, and waits until the named listeners are bound. Its metrics
+    /// logging JSON at the filter `RUST_LOG` in `env` names, else at level info, and waits
+    /// until the named listeners are bound. Its metrics
     /// are scraped over HTTPS unless `args` holds [`METRICS_INSECURE`].
     ///
     /// # Panics
     /// If the binary cannot be started, or does not log every listener in `listeners` within
     /// 120 s; the message shows its last log lines.
     pub async fn start(&self, args: &[String], env: &[(&str, &str)], listeners: &[&str]) -> Server {
+        let level = env
+            .iter()
+            .find(|(name, _)| *name == "RUST_LOG")
+            .map_or("info", |(_, filter)| *filter);
         let mut command = Command::new(self.path);
         command
-            .args(["--log-format", "json", "--log-level", "info"])
+            .args(["--log-format", "json", "--log-level", level])
             .args(args)
             .env("RELATED_IMAGE_MEMCACHED", RELATED_IMAGE)
             .env_remove("RUST_LOG")
