@@ -2,12 +2,16 @@
 //! operator, an install through OLM) under libtest-mimic: one at a time, in the order given,
 //! the environment started by the first scenario that runs and never for a listing or a run
 //! that filters every scenario out. An environment that cannot start fails every scenario
-//! with the reason; nothing is skipped.
+//! with the reason; nothing is skipped. A suite that changes what the environment serves
+//! (certificates, wiring, the operator's flags) hands [`run_restoring`] a way back to its
+//! baseline, taken after a scenario fails, so that one failure is reported once and not
+//! again by every scenario after it.
 //!
 //! Every scenario needs `.tools`, so a plain `cargo test` lists them as ignored; `make test`
 //! runs them with `--ignored`.
 
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,10 +71,43 @@ impl<E> Shared<E> {
     }
 }
 
+/// What puts a shared environment back to its baseline after a failed scenario: `Err` says
+/// what could not be put back.
+pub type Restore<E> = fn(Arc<E>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
 /// Runs `scenarios` (filtered by the command line) one at a time in order, each saying how
 /// long it took once it passed, on an environment made by `start` (its start timed too),
 /// drops the environment inside the runtime, and exits with libtest's code.
 pub fn run<E, F, Fut>(start: F, scenarios: Vec<(&'static str, Scenario<E>)>) -> !
+where
+    E: Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<E, String>>,
+{
+    run_with(start, None, scenarios)
+}
+
+/// [`run`], and after a scenario fails (its future dropped, so the tasks it owned with it),
+/// `restore` puts the environment back to the suite's baseline before the failure is
+/// reported; what it could not put back is printed beside the failure.
+pub fn run_restoring<E, F, Fut>(
+    start: F,
+    restore: Restore<E>,
+    scenarios: Vec<(&'static str, Scenario<E>)>,
+) -> !
+where
+    E: Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<E, String>>,
+{
+    run_with(start, Some(restore), scenarios)
+}
+
+fn run_with<E, F, Fut>(
+    start: F,
+    restore: Option<Restore<E>>,
+    scenarios: Vec<(&'static str, Scenario<E>)>,
+) -> !
 where
     E: Send + Sync + 'static,
     F: Fn() -> Fut + Send + Sync + Clone + 'static,
@@ -100,7 +137,15 @@ where
                     })?
                     .get(&handle, start)?;
                 let began = Instant::now();
-                handle.block_on(scenario(env));
+                let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+                    handle.block_on(scenario(env.clone()))
+                }));
+                if let Err(failure) = outcome {
+                    if let Some(restore) = restore {
+                        restore_after_failure(&handle, restore, env, name);
+                    }
+                    panic::resume_unwind(failure);
+                }
                 eprintln!("({name}: {:.1} s)", began.elapsed().as_secs_f64());
                 Ok(())
             })
@@ -113,6 +158,32 @@ where
     let shared = Arc::into_inner(shared).and_then(|shared| shared.into_inner().ok());
     runtime.block_on(async move { drop(shared) });
     conclusion.exit();
+}
+
+/// Puts the environment back after `name` failed, saying how it went.
+fn restore_after_failure<E>(handle: &Handle, restore: Restore<E>, env: Arc<E>, name: &str) {
+    let began = Instant::now();
+    let restored = panic::catch_unwind(AssertUnwindSafe(|| handle.block_on(restore(env))));
+    let secs = began.elapsed().as_secs_f64();
+    match restored {
+        Ok(Ok(())) => eprintln!("(after {name} failed, the environment was restored: {secs:.1} s)"),
+        Ok(Err(what)) => {
+            eprintln!("(after {name} failed, the environment could not be restored: {what})")
+        }
+        Err(failure) => eprintln!(
+            "(after {name} failed, restoring the environment panicked: {})",
+            panic_message(failure.as_ref())
+        ),
+    }
+}
+
+/// The message a panic carried, if it was a string.
+fn panic_message(failure: &(dyn std::any::Any + Send)) -> &str {
+    failure
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| failure.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message")
 }
 
 /// What one look of [`eventually`] found: the awaited value, or not yet, with what was seen

@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -104,6 +105,23 @@ impl Env {
         env.start_operator(env.cert_root.path()).await;
         env.install_wiring().await?;
         Ok(env)
+    }
+
+    /// Puts back what scenarios change, after one failed midway: a pair of the suite's CA
+    /// under the certificate root, the wiring with the suite's CA in every bundle, and the
+    /// operator as the suite starts it (no extra flags).
+    pub async fn restore(self: Arc<Self>) -> Result<(), String> {
+        self.stop_operator().await;
+        let leaf = self.ca.serving(KeyForm::EcPkcs8);
+        cert_layout::write(
+            self.cert_root.path(),
+            Layout::ServingCerts,
+            &leaf.cert_pem,
+            &leaf.key_pem,
+        );
+        self.install_wiring().await?;
+        self.start_operator(self.cert_root.path()).await;
+        Ok(())
     }
 
     /// Where the API server calls the webhooks.

@@ -9,7 +9,9 @@
 //! One control plane and one operator serve every scenario (`testkit::scenarios`): they start
 //! when the first scenario runs, never for a listing or a run that ignores them all. Scenarios
 //! run one at a time because some stop the operator or remove the webhook wiring. A control
-//! plane that cannot start fails every scenario with the reason; nothing is skipped.
+//! plane that cannot start fails every scenario with the reason; nothing is skipped. After a
+//! scenario fails, the certificates, the wiring and the operator are put back as the suite
+//! started them ([`Env::restore`]), so that the scenarios after it start from there.
 
 mod admission;
 mod auth_file;
@@ -81,5 +83,9 @@ fn main() {
         // (20 requests a second), which would hold up the deletions of the scenarios after it.
         churn::a_thousand_memcacheds_created_and_deleted_leave_no_record_behind,
     ];
-    testkit::scenarios::run(|| async { Env::start().await }, scenarios);
+    testkit::scenarios::run_restoring(
+        || async { Env::start().await },
+        |env| Box::pin(env.restore()),
+        scenarios,
+    );
 }

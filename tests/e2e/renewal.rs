@@ -5,6 +5,9 @@
 //! with it turned off shows the window it closes. Writers run through both: v1beta1 patches
 //! (mutating and validating webhooks) alternating with v1alpha1 reads (the conversion webhook).
 //!
+//! Each writer has a Memcached of its own, so that what one writer sees is the renewal's doing
+//! and not a conflict with the others over one object.
+//!
 //! The window only hurts new connections: the API server's kept-alive ones finished their
 //! handshake with the old pair. So the writers are more than the API server keeps idle
 //! connections for, which makes it open new ones throughout, as any burst does.
@@ -53,8 +56,18 @@ struct Call {
     error: Option<String>,
 }
 
-/// The calls of every writer, in the order they ended.
-type Calls = Arc<Mutex<Vec<Call>>>;
+/// What the writers did: their calls in the order they ended, and when each writer's call in
+/// flight began.
+#[derive(Default)]
+struct Ledger {
+    calls: Vec<Call>,
+    in_flight: [Option<Instant>; WRITERS],
+}
+
+/// The Memcached `writer` writes and reads.
+fn object(writer: usize) -> String {
+    format!("renewed-{writer}")
+}
 
 /// What one renewal under writes came to.
 struct Renewal {
@@ -91,7 +104,8 @@ impl Renewal {
             .count()
     }
 
-    /// "N of M", and when the first and the last failure came, from the bundles' rewrite.
+    /// "N of M", when the first and the last failure came, from the bundles' rewrite, and how
+    /// long the longest call took.
     fn describe(&self) -> String {
         let offset = |moment: Instant| {
             let secs = |d: Duration| d.as_secs_f64();
@@ -108,28 +122,72 @@ impl Renewal {
             (Some(first), Some(last)) => format!(" from {} to {}", offset(first), offset(last)),
             _ => String::new(),
         };
-        format!("{} of {}{window}", failed.len(), self.calls.len())
+        let longest = self
+            .calls
+            .iter()
+            .map(|call| call.ended - call.started)
+            .max()
+            .unwrap_or_default();
+        format!(
+            "{} of {} calls failed{window}, the longest took {:.2} s",
+            failed.len(),
+            self.calls.len(),
+            longest.as_secs_f64()
+        )
     }
 }
 
 /// Whether every writer's last [`SETTLED`] calls, all begun after `since`, succeeded; if not,
-/// how many writers are not there yet.
-fn settled(calls: &[Call], since: Instant) -> Result<(), String> {
+/// how many writers are not there yet, and what the first few of them last saw: their calls
+/// since, the last one's outcome, and how long a call of theirs has been in flight.
+fn settled(ledger: &Ledger, since: Instant) -> Result<(), String> {
     let mut streaks = [0usize; WRITERS];
-    for call in calls.iter().filter(|call| call.started >= since) {
+    let mut counts = [0usize; WRITERS];
+    let mut last: [Option<&Call>; WRITERS] = [None; WRITERS];
+    for call in ledger.calls.iter().filter(|call| call.started >= since) {
         streaks[call.writer] = match call.error {
             None => streaks[call.writer] + 1,
             Some(_) => 0,
         };
+        counts[call.writer] += 1;
+        last[call.writer] = Some(call);
     }
-    let behind = streaks.iter().filter(|&&streak| streak < SETTLED).count();
-    if behind == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "{behind} of {WRITERS} writers without {SETTLED} successful calls in a row"
-        ))
+    let behind: Vec<usize> = (0..WRITERS)
+        .filter(|&writer| streaks[writer] < SETTLED)
+        .collect();
+    if behind.is_empty() {
+        return Ok(());
     }
+    let now = Instant::now();
+    let ago = |moment: Instant| format!("{:.1} s ago", (now - moment).as_secs_f64());
+    let seen: Vec<String> = behind
+        .iter()
+        .take(3)
+        .map(|&writer| {
+            let outcome = match last[writer] {
+                None => "none ended".to_string(),
+                Some(Call {
+                    error: Some(error),
+                    ended,
+                    ..
+                }) => format!("the last failed {}: {error}", ago(*ended)),
+                Some(Call { ended, .. }) => format!("the last succeeded {}", ago(*ended)),
+            };
+            let flight = match ledger.in_flight[writer] {
+                Some(began) => format!("a call in flight since {}", ago(began)),
+                None => "no call in flight".to_string(),
+            };
+            format!(
+                "writer {writer}: {} calls since, {} in a row succeeded, {outcome}; {flight}",
+                counts[writer], streaks[writer]
+            )
+        })
+        .collect();
+    Err(format!(
+        "{} of {WRITERS} writers without {SETTLED} successful calls in a row ({})",
+        behind.len(),
+        seen.join("; ")
+    ))
 }
 
 /// In which order a renewal reaches the operator and the API server.
@@ -152,38 +210,43 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
     let old_api: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), namespace, &resource);
     let stop = Arc::new(AtomicBool::new(false));
-    let calls: Calls = Arc::default();
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|writer| {
-            let stop = stop.clone();
-            let calls = calls.clone();
-            let api = api.clone();
-            let old_api = old_api.clone();
-            tokio::spawn(async move {
-                let mut round = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    round += 1;
-                    let started = Instant::now();
-                    let result = if round.is_multiple_of(2) {
-                        let label = format!("writer-{writer}");
-                        let patch = json!({"metadata": {"labels": {label: round.to_string()}}});
-                        api.patch("renewed", &PatchParams::default(), &Patch::Merge(&patch))
-                            .await
-                            .map(|_| ())
-                    } else {
-                        old_api.get("renewed").await.map(|_| ())
-                    };
-                    calls.lock().expect("the calls").push(Call {
+    let ledger: Arc<Mutex<Ledger>> = Arc::default();
+    // Dropped with this future if the scenario fails: the writers stop with it.
+    let mut writers = tokio::task::JoinSet::new();
+    for writer in 0..WRITERS {
+        let stop = stop.clone();
+        let ledger = ledger.clone();
+        let api = api.clone();
+        let old_api = old_api.clone();
+        writers.spawn(async move {
+            let name = object(writer);
+            let mut round = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                round += 1;
+                let started = Instant::now();
+                ledger.lock().expect("the ledger").in_flight[writer] = Some(started);
+                let result = if round.is_multiple_of(2) {
+                    let patch = json!({"metadata": {"labels": {"round": round.to_string()}}});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| ())
+                } else {
+                    old_api.get(&name).await.map(|_| ())
+                };
+                {
+                    let mut ledger = ledger.lock().expect("the ledger");
+                    ledger.in_flight[writer] = None;
+                    ledger.calls.push(Call {
                         writer,
                         started,
                         ended: Instant::now(),
                         error: result.err().map(|error| error.to_string()),
                     });
-                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-            })
-        })
-        .collect();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let leaf = to.serving(KeyForm::EcPkcs8);
     let write_files = || {
@@ -233,14 +296,14 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
     eventually(
         "every writer's calls succeed again once the renewal is served",
         Duration::from_secs(120),
-        || async { settled(&calls.lock().expect("the calls"), since) },
+        || async { settled(&ledger.lock().expect("the ledger"), since) },
     )
     .await;
     stop.store(true, Ordering::Relaxed);
-    for writer in writers {
-        writer.await.expect("a writer finishes");
+    while let Some(finished) = writers.join_next().await {
+        finished.expect("a writer finishes");
     }
-    let calls = std::mem::take(&mut *calls.lock().expect("the calls"));
+    let calls = std::mem::take(&mut ledger.lock().expect("the ledger").calls);
     Renewal {
         calls,
         rewritten,
@@ -253,12 +316,14 @@ async fn renew(env: &Env, namespace: &str, to: &Ca, order: Order) -> Renewal {
 pub async fn a_renewal_under_a_new_ca_is_served_once_the_api_server_trusts_it(env: Arc<Env>) {
     let namespace = env.create_namespace("e2e-renewal").await;
     let api: Api<Memcached> = Api::namespaced(env.client.clone(), &namespace);
-    api.create(
-        &PostParams::default(),
-        &Memcached::new("renewed", MemcachedSpec::default()),
-    )
-    .await
-    .expect("created");
+    for writer in 0..WRITERS {
+        api.create(
+            &PostParams::default(),
+            &Memcached::new(&object(writer), MemcachedSpec::default()),
+        )
+        .await
+        .expect("created");
+    }
     let secret_flag = format!("--cert-secret={CERT_SECRET}");
 
     // The files first, the operator waiting for the bundles (the default).
@@ -302,8 +367,8 @@ pub async fn a_renewal_under_a_new_ca_is_served_once_the_api_server_trusts_it(en
     println!(
         "figures: renewals under a new CA, {WRITERS} writers, the second half {:.0} s after the \
          first, failures timed from the bundles' rewrite. Files first: waiting for the bundles, \
-         {} calls failed (held {:.2} s, served {:.2} s after the rewrite began); without, {}. \
-         Bundles first: reading the Secret, {} failed (served {:.2} s after the rewrite \
+         {} (held {:.2} s, served {:.2} s after the rewrite began); without, {}. Bundles \
+         first: reading the Secret, {} (served {:.2} s after the rewrite \
          began); without, {}. Back to the suite's CA: {}",
         LAG.as_secs_f64(),
         files_first.describe(),

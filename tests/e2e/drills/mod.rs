@@ -106,7 +106,6 @@ async fn create_eventually(api: &Api<Memcached>, name: &str) {
     eventually(&format!("{name} is created"), WAIT, || async {
         api.create(&PostParams::default(), &memcached(name))
             .await
-            .ok()
             .map(|_| ())
     })
     .await;
