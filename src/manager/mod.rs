@@ -12,6 +12,7 @@
 pub mod leader;
 pub mod metrics;
 pub mod probes;
+pub mod proxy;
 pub mod rate;
 
 use std::future::Future;
@@ -137,6 +138,9 @@ pub enum RunError {
     /// No Kubernetes client could be configured.
     #[error("cannot configure a Kubernetes client (in-cluster or KUBECONFIG): {0}")]
     Client(#[source] kube::Error),
+    /// The environment names a proxy the client cannot use.
+    #[error("cannot configure a Kubernetes client: {0}")]
+    Proxy(#[from] proxy::ProxyError),
     /// Secure metrics need a client to review callers, and none could be configured.
     #[error(
         "--metrics-secure needs a Kubernetes client (in-cluster or KUBECONFIG) to review \
@@ -347,7 +351,7 @@ pub async fn serve_webhooks(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let client = if args.metrics.metrics_secure {
-        let config = api_config().await.map_err(RunError::MetricsClient)?;
+        let config = api_config(RunError::MetricsClient).await?;
         Some(Client::try_from(config).map_err(RunError::MetricsClient)?)
     } else {
         None
@@ -384,7 +388,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
         (None, true) => return Err(RunError::NoLeaseNamespace),
         (None, false) => None,
     };
-    let config = api_config().await.map_err(RunError::Client)?;
+    let config = api_config(RunError::Client).await?;
     let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
     let rate =
         (args.kube_api_qps > 0.0).then(|| RateLayer::new(args.kube_api_qps, args.kube_api_burst));
@@ -453,11 +457,21 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
 }
 
 /// How to reach the API server, configured from the cluster or `KUBECONFIG` as kube infers it,
-/// naming the operator in the User-Agent (kube sends none).
-async fn api_config() -> Result<kube::Config, kube::Error> {
+/// through the proxy the environment names where client-go would use it ([`proxy`]), naming
+/// the operator in the User-Agent (kube sends none). `failed` says which client could not be
+/// configured.
+async fn api_config(failed: fn(kube::Error) -> RunError) -> Result<kube::Config, RunError> {
     let mut config = kube::Config::infer()
         .await
-        .map_err(kube::Error::InferConfig)?;
+        .map_err(|error| failed(kube::Error::InferConfig(error)))?;
+    match proxy::route(&mut config, &proxy::ProxyVariables::from_env())? {
+        proxy::Route::Proxy(through, named_by) => info!(
+            proxy = %proxy::shown(&through),
+            named_by,
+            "the API server is reached through a proxy"
+        ),
+        proxy::Route::Direct(why) => info!(why, "the API server is reached directly"),
+    }
     if let Ok(agent) = http::HeaderValue::from_str(&crate::operator::user_agent()) {
         config.headers.push((http::header::USER_AGENT, agent));
     }

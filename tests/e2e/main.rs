@@ -24,6 +24,7 @@ mod issuers;
 mod metrics;
 mod network_policy;
 mod optional_children;
+mod proxy;
 mod renewal;
 mod resilience;
 mod restricted;
@@ -65,6 +66,7 @@ fn main() {
         metrics::metrics_answer_401_without_a_token_403_without_the_right_and_200_with_metrics_reader,
         metrics::a_scrape_with_a_cached_authorization_makes_no_api_call,
         tls_profile::the_cluster_tls_profile_reaches_new_connections_without_a_failed_request,
+        proxy::a_cluster_proxy_is_used_where_client_go_would_use_it,
         resilience::certificate_rotation_under_continuous_writes_loses_none,
         resilience::the_fallback_certificate_layout_works_end_to_end,
         renewal::a_renewal_under_a_new_ca_is_served_once_the_api_server_trusts_it,
