@@ -130,6 +130,16 @@ pub enum Route {
     Proxy(Uri, &'static str),
 }
 
+impl Route {
+    /// The proxy, if the route goes through one.
+    pub fn proxy(&self) -> Option<&Uri> {
+        match self {
+            Route::Proxy(proxy, _) => Some(proxy),
+            Route::Direct(_) => None,
+        }
+    }
+}
+
 /// Settles how a client of `config` reaches its API server, and sets `config.proxy_url` to
 /// match. `config` comes from kube's inference: its `proxy_url` is the kubeconfig's
 /// `proxy-url`, or `HTTPS_PROXY` as kube read it.
@@ -151,10 +161,7 @@ pub fn route(config: &mut kube::Config, variables: &ProxyVariables) -> Result<Ro
         ),
         (None, Some(proxy)) => Route::Proxy(proxy, variables.https.as_ref().map_or("", |v| v.0)),
     };
-    config.proxy_url = match &route {
-        Route::Proxy(proxy, _) => Some(proxy.clone()),
-        Route::Direct(_) => None,
-    };
+    config.proxy_url = route.proxy().cloned();
     Ok(route)
 }
 
@@ -194,19 +201,16 @@ mod tests {
     fn route_of(cluster: &str, proxy_url: Option<&str>, pairs: &[(&str, &str)]) -> Route {
         let mut config = config(cluster, proxy_url);
         let route = route(&mut config, &variables(pairs)).expect("a route");
-        let expected = match &route {
-            Route::Proxy(proxy, _) => Some(proxy.clone()),
-            Route::Direct(_) => None,
-        };
-        assert_eq!(config.proxy_url, expected, "the config follows the route");
+        assert_eq!(
+            config.proxy_url.as_ref(),
+            route.proxy(),
+            "the config follows the route"
+        );
         route
     }
 
     fn proxied(route: &Route) -> Option<String> {
-        match route {
-            Route::Proxy(proxy, _) => Some(proxy.to_string()),
-            Route::Direct(_) => None,
-        }
+        route.proxy().map(Uri::to_string)
     }
 
     /// OpenShift's NO_PROXY for a cluster with the default networks.

@@ -25,7 +25,7 @@ use testkit::cert_layout::{self, Layout};
 use testkit::control_plane::ControlPlane;
 use testkit::direct_wiring::{InstallArgs, install};
 use testkit::loopback;
-use testkit::pki::{Ca, KeyForm};
+use testkit::pki::{Ca, KeyForm, Leaf};
 use testkit::process::{OperatorBinary, READY_WITHIN, Server};
 use testkit::repository;
 use tokio::sync::Mutex;
@@ -73,6 +73,13 @@ pub struct Env {
     pub plane: ControlPlane,
 }
 
+/// Lays a new serving pair of `ca` out under `root` in OLM's layout, and returns it.
+fn lay_out_pair(ca: &Ca, root: &Path) -> Leaf {
+    let leaf = ca.serving(KeyForm::EcPkcs8);
+    cert_layout::write(root, Layout::ServingCerts, &leaf.cert_pem, &leaf.key_pem);
+    leaf
+}
+
 impl Env {
     /// Starts the control plane and the operator, and installs the CRD and the wiring.
     pub async fn start() -> Result<Env, String> {
@@ -80,13 +87,7 @@ impl Env {
         let ca = Ca::root();
         let cert_root = tempfile::tempdir()
             .map_err(|e| format!("cannot make a temporary certificate root: {e}"))?;
-        let leaf = ca.serving(KeyForm::EcPkcs8);
-        cert_layout::write(
-            cert_root.path(),
-            Layout::ServingCerts,
-            &leaf.cert_pem,
-            &leaf.key_pem,
-        );
+        lay_out_pair(&ca, cert_root.path());
         let webhook = loopback::fixed(WEBHOOK_PORT)?;
         let mut env = Env {
             client,
@@ -112,16 +113,16 @@ impl Env {
     /// operator as the suite starts it (no extra flags).
     pub async fn restore(self: Arc<Self>) -> Result<(), String> {
         self.stop_operator().await;
-        let leaf = self.ca.serving(KeyForm::EcPkcs8);
-        cert_layout::write(
-            self.cert_root.path(),
-            Layout::ServingCerts,
-            &leaf.cert_pem,
-            &leaf.key_pem,
-        );
+        self.lay_out_suite_pair();
         self.install_wiring().await?;
         self.start_operator(self.cert_root.path()).await;
         Ok(())
+    }
+
+    /// Lays a new serving pair of the suite's CA out under the certificate root (OLM's
+    /// layout), and returns it.
+    pub fn lay_out_suite_pair(&self) -> Leaf {
+        lay_out_pair(&self.ca, self.cert_root.path())
     }
 
     /// Where the API server calls the webhooks.

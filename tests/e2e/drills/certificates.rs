@@ -21,13 +21,7 @@ async fn restart_serving(env: &Env, leaf: &Leaf) {
 /// Lays a good certificate out under the suite's root and waits until the running operator
 /// says it serves it: the fix of every certificate drill.
 async fn rotate_to_good_certificate(env: &Env) -> Leaf {
-    let leaf = env.ca.serving(KeyForm::EcPkcs8);
-    cert_layout::write(
-        env.cert_root.path(),
-        Layout::ServingCerts,
-        &leaf.cert_pem,
-        &leaf.key_pem,
-    );
+    let leaf = env.lay_out_suite_pair();
     wait_for_log(env, "serving certificate loaded", |entry| {
         entry["serial"] == leaf.serial.as_str()
     })
