@@ -80,7 +80,8 @@ clippy-fuzz:
 ## plain `cargo test` lists as ignored (they start their own control plane from .tools/bin):
 ## the operator's as a process (e2e, no node), then on a real node (kubelet, containerd, the
 ## images built from the shipped Dockerfiles): installed with `make deploy` and the real
-## cert-manager (deploy), the node's own (node), and through the real OLM (olm), whose tools
+## cert-manager (deploy), from the chart in the local registry with helm (helm), the node's
+## own (node), and through the real OLM (olm), whose tools
 ## are the last built; then the alerting rules' unit tests with Prometheus's promtool
 ## (tests/alerts), which nothing before needs; after each
 ## suite, that its clusters left nothing on the machine (LEFTOVERS). The suites mostly wait
@@ -107,6 +108,8 @@ test-rust:
 	hack/tools.sh $(NODE_TOOLS)
 	hack/background.sh wait operator-binary
 	$(CARGO) test --locked -p memcached-operator --test deploy -- --ignored $(DEPLOY_SCENARIOS)
+	$(LEFTOVERS)
+	$(CARGO) test --locked -p memcached-operator --test helm -- --ignored
 	$(LEFTOVERS)
 	$(CARGO) test --locked -p memcached-operator --test node -- --ignored $(NODE_SCENARIOS)
 	$(LEFTOVERS)
@@ -220,14 +223,15 @@ OPERATOR_SDK := $(TOOLS_BIN)/operator-sdk
 OPM := $(TOOLS_BIN)/opm
 KUSTOMIZE := $(TOOLS_BIN)/kustomize
 HADOLINT := $(TOOLS_BIN)/hadolint
+HELM := $(TOOLS_BIN)/helm
 GENERATE := env -u SOURCE_DATE_EPOCH $(CARGO) run --quiet --locked -p memcached-packager -- generate
 
 .PHONY: generate bundle operator-binary images scorecard docker-build docker-push bundle-build bundle-push catalog-build \
 	catalog-push install uninstall deploy undeploy validate tool-operator-sdk tool-opm \
-	tool-kustomize tool-hadolint tool-promtool check-version
+	tool-kustomize tool-hadolint tool-promtool tool-helm check-version helm-install helm-uninstall
 
 # hack/tools.sh installs a pinned tool into .tools/bin (and returns at once when it is there).
-PACKAGING_TOOLS := operator-sdk opm kustomize hadolint promtool
+PACKAGING_TOOLS := operator-sdk opm kustomize hadolint promtool helm
 $(addprefix tool-,$(PACKAGING_TOOLS) cargo-fuzz cargo-deny): tool-%:
 	hack/tools.sh $*
 
@@ -314,6 +318,19 @@ undeploy: tool-kustomize
 	  $(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -; \
 	fi
 
+## helm-install / helm-uninstall: the chart (charts/memcached-operator) pushed to the local
+## registry as an OCI artifact and installed from there with helm, with cert-manager issuing
+## the webhooks' certificate, onto the local cluster with a real node (started if it is not
+## running; hack/helm.sh, docs/installing.md); `hack/control-plane.sh stop` stops it all.
+helm-install:
+	@test -z "$${KUBECONFIG:-}" || { echo "helm-install: for the local cluster (KUBECONFIG unset);" \
+	  "for another cluster: helm install memcached-operator charts/memcached-operator" \
+	  "--namespace memcached-operator-system --create-namespace (docs/installing.md)"; exit 1; }
+	hack/helm.sh start >/dev/null
+
+helm-uninstall:
+	hack/helm.sh uninstall
+
 ## validate: the committed files are what the generator writes, the bundle passes
 ## operator-sdk's operatorframework suite with no error and no warning, its multiarch
 ## validator inspects the images the CSV names with podman, pulled through the local
@@ -321,13 +338,16 @@ undeploy: tool-kustomize
 ## labels and node affinity in agreement (the one warning it may give is that the default
 ## operand, memcached:1.6.39-alpine, cannot be pulled here: see docs/packaging.md,
 ## Platforms), the catalog passes opm, config/default renders, Prometheus's promtool parses
-## every query of the Grafana dashboard (config/grafana), and hadolint finds nothing in the
-## three Dockerfiles nor in those of the local cluster's images (hack/images/).
+## every query of the Grafana dashboard (config/grafana), the Helm chart passes `helm lint
+## --strict` and the real helm and kustomize agree with it (packager/tests/chart.rs: its
+## schema refuses unknown and mistyped values, it renders what config/default does, the
+## operator accepts every flag it passes), and hadolint finds nothing in the three
+## Dockerfiles nor in those of the local cluster's images (hack/images/).
 OPERAND_IMAGE := docker.io/library/memcached:1.6.39-alpine
-validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint tool-promtool
+validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint tool-promtool tool-helm
 	@tmp="$$(mktemp -d)" && trap 'rm -rf "$$tmp"' EXIT && \
 	  $(GENERATE) --output-dir "$$tmp" >/dev/null && \
-	  for d in bundle catalog config; do diff -r "$$tmp/$$d" "$$d" || exit 1; done && \
+	  for d in bundle catalog config charts; do diff -r "$$tmp/$$d" "$$d" || exit 1; done && \
 	  for f in bundle.Dockerfile catalog.Dockerfile; do diff "$$tmp/$$f" "$$f" || exit 1; done || \
 	  { echo "generated files drifted: run make generate and commit"; exit 1; }
 	@out="$$($(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework 2>&1)"; \
@@ -348,6 +368,8 @@ validate: tool-operator-sdk tool-opm tool-kustomize tool-hadolint tool-promtool
 	    "$(OPERAND_IMAGE) cannot be pulled here (no copy of it is built here)"
 	$(OPM) validate catalog
 	$(KUSTOMIZE) build config/default >/dev/null
+	$(HELM) lint --strict charts/memcached-operator --namespace memcached-operator-system
+	$(CARGO) test --locked -p memcached-packager --test chart -- --ignored
 	$(CARGO) test --locked -p memcached-operator --test alerts -- --ignored the_dashboards_queries
 	$(HADOLINT) Dockerfile bundle.Dockerfile catalog.Dockerfile hack/images/*/Dockerfile
 # ==== end of OLM packaging ==============================================================

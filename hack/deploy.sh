@@ -40,15 +40,6 @@ TIMEOUT="${DEPLOY_TIMEOUT:-180}"
 # No process of its own on this machine (hack/lib/daemons.sh's waits check these).
 COMPONENTS=()
 CONFIG="${CONFIG:-$ROOT/hack/node/deploy}"
-# What config/default names (packager/src/config.rs).
-NAMESPACE=memcached-operator-system
-DEPLOYMENT=memcached-operator-controller-manager
-CA_CERTIFICATE=memcached-operator-ca
-CERTIFICATE=memcached-operator-serving-cert
-SECRET=memcached-operator-webhook-server-cert
-CRD=memcacheds.cache.f2367556.dev
-MUTATING=memcached-operator-mutating-webhook-configuration
-VALIDATING=memcached-operator-validating-webhook-configuration
 
 log() { printf 'deploy: %s\n' "$*" >&2; }
 die() { printf 'deploy: error: %s\n' "$*" >&2; exit 1; }
@@ -57,25 +48,11 @@ die() { printf 'deploy: error: %s\n' "$*" >&2; exit 1; }
 source "$ROOT/hack/lib/daemons.sh"
 # shellcheck source=hack/lib/steps.sh
 source "$ROOT/hack/lib/steps.sh"
+# shellcheck source=hack/lib/cert-manager-install.sh
+source "$ROOT/hack/lib/cert-manager-install.sh"
 
 kubectl() { "$ROOT/.tools/bin/kubectl" --kubeconfig "$KUBECONFIG_FILE" --cache-dir "$STATE/kubectl-cache" "$@"; }
 kustomize() { "$ROOT/.tools/bin/kustomize" "$@"; }
-
-# injected: whether every caBundle (both webhook configurations' entries and the CRD's
-# conversion) is the CA in the serving Secret's ca.crt.
-injected() {
-  local ca bundles bundle
-  ca="$(kubectl get secret -n "$NAMESPACE" "$SECRET" -o 'jsonpath={.data.ca\.crt}' 2>/dev/null)"
-  [[ -n "$ca" ]] || { echo "no ca.crt in Secret $SECRET yet"; return 1; }
-  bundles="$(kubectl get mutatingwebhookconfiguration "$MUTATING" \
-    -o 'jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}' 2>&1)
-$(kubectl get validatingwebhookconfiguration "$VALIDATING" \
-    -o 'jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}' 2>&1)
-$(kubectl get crd "$CRD" -o 'jsonpath={.spec.conversion.webhook.clientConfig.caBundle}' 2>&1)"
-  while read -r bundle; do
-    [[ "$bundle" == "$ca" ]] || { echo "a caBundle is not the issuer's CA yet"; return 1; }
-  done <<<"$bundles"
-}
 
 real_node() { [[ -f "$STATE/node-kind" && "$(<"$STATE/node-kind")" == kubelet ]]; }
 
@@ -103,17 +80,7 @@ start() {
 
   log "applying $(realpath --relative-to="$ROOT" "$CONFIG") (kustomize build | kubectl apply --server-side)"
   kustomize build "$CONFIG" | kubectl apply --server-side --field-manager=make-deploy -f - >&2
-  step "Certificate $CA_CERTIFICATE (the CA) to be Ready" jsonpath_is True certificate \
-    -n "$NAMESPACE" "$CA_CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
-  step "Certificate $CERTIFICATE (serving) to be Ready" jsonpath_is True certificate \
-    -n "$NAMESPACE" "$CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
-  step "cainjector to write the CA into every caBundle" injected
-  local replicas
-  replicas="$(kubectl get deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.spec.replicas}')"
-  step "Deployment $DEPLOYMENT to have $replicas ready replicas" \
-    jsonpath_is "$replicas" deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.status.readyReplicas}'
-  step "the operator's webhooks to answer (a server-side dry run of config/samples)" \
-    kubectl apply --dry-run=server -k "$ROOT/config/samples"
+  wait_until_serving
   trap - EXIT
   log "deployed without OLM: webhooks answering at $(since)s"
   log "try: export KUBECONFIG=$KUBECONFIG_FILE; kubectl apply -k config/samples; kubectl get memcacheds -A"

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tempfile::TempDir;
@@ -385,4 +385,51 @@ pub async fn create_namespace(client: &Client, name: &str) -> String {
         Err(error) => panic!("cannot create namespace {name}: {error}"),
     }
     name.to_string()
+}
+
+/// The pods of Deployment `deployment` in `namespace` (by the name its ReplicaSets give them)
+/// that are not being deleted, by name.
+///
+/// # Panics
+/// If the API server refuses the list.
+pub async fn pods_of_deployment(client: &Client, namespace: &str, deployment: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut pods: Vec<Pod> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the pods of {namespace}/{deployment}: {e}"))
+        .items
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(deployment))
+                && p.metadata.deletion_timestamp.is_none()
+        })
+        .collect();
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    pods
+}
+
+/// The names of the cluster-scoped objects of kind `K` that start with the operator's name.
+///
+/// # Panics
+/// If the API server refuses the list.
+pub async fn names_of_ours<K>(client: &Client) -> Vec<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    api.list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("list {}: {e}", K::kind(&())))
+        .items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .filter(|n| n.starts_with(memcached_operator::operator::NAME))
+        .collect()
 }

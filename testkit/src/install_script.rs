@@ -1,6 +1,6 @@
-//! Runs one of the repository's install scripts (`hack/olm-install.sh`, `hack/deploy.sh`)
-//! against a local control plane and reads what it reports: the `KEY=VALUE` lines it prints on
-//! standard output, and how long it took.
+//! Runs one of the repository's install scripts (`hack/olm-install.sh`, `hack/deploy.sh`,
+//! `hack/helm.sh`) against a local control plane and reads what it reports: the `KEY=VALUE`
+//! lines it prints on standard output, and how long it took.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -93,10 +93,22 @@ pub fn run<K: AsRef<OsStr>, V: AsRef<OsStr>>(
     action: &str,
     envs: impl IntoIterator<Item = (K, V)>,
 ) -> Result<Report, ScriptError> {
+    run_with_args(plane, script, action, &[], envs)
+}
+
+/// [`run`], with `args` after the action.
+pub fn run_with_args<K: AsRef<OsStr>, V: AsRef<OsStr>>(
+    plane: &ControlPlane,
+    script: &str,
+    action: &str,
+    args: &[&OsStr],
+    envs: impl IntoIterator<Item = (K, V)>,
+) -> Result<Report, ScriptError> {
     let script = repository::hack(script);
     let started = Instant::now();
     let output = Command::new(&script)
         .arg(action)
+        .args(args)
         .env("CONTROL_PLANE_DIR", plane.state_dir())
         .envs(envs)
         .output()

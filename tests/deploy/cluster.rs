@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use memcached_operator::api::CRD_NAME;
 use memcached_operator::operator::WEBHOOK_PORT;
 use rustls_pki_types::CertificateDer;
@@ -141,23 +141,12 @@ impl Env {
 
     /// The operator's pods (the Deployment's), by name.
     pub async fn operator_pods(&self) -> Vec<Pod> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.deployed.namespace);
-        let mut pods: Vec<Pod> = api
-            .list(&ListParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("the operator's pods: {e}"))
-            .items
-            .into_iter()
-            .filter(|p| {
-                p.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.starts_with(&self.deployed.deployment))
-                    && p.metadata.deletion_timestamp.is_none()
-            })
-            .collect();
-        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        pods
+        testkit::control_plane::pods_of_deployment(
+            &self.client,
+            &self.deployed.namespace,
+            &self.deployed.deployment,
+        )
+        .await
     }
 
     /// The serial each replica serves on its webhook port, verified against `ca` for the

@@ -12,30 +12,12 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use memcached_operator::api::CRD_NAME;
+use testkit::control_plane::names_of_ours;
 use testkit::deploy::undeploy;
 
 use crate::cluster::{Env, MUTATING, VALIDATING, WAIT, eventually, operator_process};
-
-/// The cluster-scoped objects of kind `K` whose name starts with the operator's.
-async fn names_of_ours<K>(client: &kube::Client) -> Vec<String>
-where
-    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let api: Api<K> = Api::all(client.clone());
-    api.list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .iter()
-        .filter_map(|o| o.meta().name.clone())
-        .filter(|n| n.starts_with(memcached_operator::operator::NAME))
-        .collect()
-}
 
 pub async fn make_undeploy_removes_everything_it_made(env: Arc<Env>) {
     let namespace = env.create_namespace("deploy-undeploy").await;

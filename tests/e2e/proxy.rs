@@ -30,7 +30,7 @@ const UNRESOLVABLE: &str = "apiserver.proxied.invalid";
 /// names: the pod and service networks, the cluster's domain, `.svc` and `localhost`.
 const NO_PROXY: &str = ".cluster.local,.svc,10.128.0.0/14,172.30.0.0/16,localhost";
 
-/// A proxy that refuses everything: each connection's request line is recorded, and answered
+/// A proxy that refuses everything: each request line is recorded, and answered
 /// with 403.
 struct RefusingProxy {
     address: SocketAddr,
@@ -52,9 +52,12 @@ impl RefusingProxy {
                     let mut stream = BufReader::new(stream);
                     let mut line = String::new();
                     let _ = stream.read_line(&mut line).await;
-                    seen.lock()
-                        .expect("the requests")
-                        .push(line.trim_end().to_string());
+                    // A connection closed before its first line asked nothing: a client
+                    // stopped while it connected (the previous operator, killed) leaves one.
+                    let line = line.trim_end();
+                    if !line.is_empty() {
+                        seen.lock().expect("the requests").push(line.to_string());
+                    }
                     let _ = stream
                         .get_mut()
                         .write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")

@@ -6,11 +6,12 @@
 //! in containers too.
 //!
 //! One install serves every scenario (`testkit::scenarios`), started by the first that runs.
-//! Scenarios run in the order listed: the RBAC check of the operator's logs comes after
-//! everything else made the operator work, then `check-bundle`'s verdicts against OLM's on
-//! bundle variants, then OLM's certificate rotation and the upgrade, and the uninstall last. A
-//! plain `cargo test` lists them as ignored (they need .tools and root);
-//! `make test` runs them with `--ignored`.
+//! Scenarios run in the order listed: a cluster-wide proxy set through the Subscription early
+//! (the replicas OLM then rolls out are the ones the later scenarios use), the RBAC check of
+//! the operator's logs after everything else made the operator work, then `check-bundle`'s
+//! verdicts against OLM's on bundle variants, then OLM's certificate rotation and the upgrade,
+//! and the uninstall last. A plain `cargo test` lists them as ignored (they need .tools and
+//! root); `make test` runs them with `--ignored`.
 
 mod api;
 mod cluster;
@@ -19,6 +20,7 @@ mod leader;
 mod lifecycle;
 mod operand;
 mod pod_security;
+mod proxy;
 mod rbac;
 mod upgrade;
 mod variants;
@@ -31,6 +33,7 @@ fn main() {
         install::olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook,
         install::olms_webhooks_are_the_ones_config_installs_without_olm,
         api::both_api_versions_go_through_olms_wiring,
+        proxy::a_proxy_set_in_the_subscription_is_never_asked_for_what_no_proxy_covers,
         operand::memcached_answers_on_every_server_and_follows_kubectl_scale,
         pod_security::restricted_pod_security_admits_the_operator_and_memcached,
         leader::killing_the_leaders_process_hands_the_lease_to_a_live_replica,
