@@ -66,12 +66,17 @@ start() {
   real_node ||
     die "the local control plane in $STATE runs without a node: stop it (hack/control-plane.sh stop) and deploy again"
   [[ -f "$CONFIG/kustomization.yaml" ]] || die "$CONFIG holds no kustomization.yaml"
-  local memcached want
+  local image variable built want
   "$ROOT/hack/images.sh" build operator memcached memcached-exporter
-  memcached="$("$ROOT/hack/images.sh" reference memcached)"
-  want="$(awk '$1 == "value:" && /memcached/ { print $2 }' "$ROOT/hack/node/deploy/kustomization.yaml")"
-  [[ "$CONFIG" != "$ROOT/hack/node/deploy" || "$want" == "$memcached" ]] ||
-    die "hack/node/deploy/kustomization.yaml sets RELATED_IMAGE_MEMCACHED to $want, but the memcached image built here is $memcached"
+  if [[ "$CONFIG" == "$ROOT/hack/node/deploy" ]]; then
+    for image in memcached memcached-exporter; do
+      variable="RELATED_IMAGE_$(tr a-z- A-Z_ <<<"$image")"
+      built="$("$ROOT/hack/images.sh" reference "$image")"
+      want="$(awk -v v="$variable" '$3 == v { getline; print $2 }' "$CONFIG/kustomization.yaml")"
+      [[ "$want" == "$built" ]] ||
+        die "hack/node/deploy/kustomization.yaml sets $variable to ${want:-nothing}, but the $image image built here is $built"
+    done
+  fi
   SECONDS=0
   DEADLINE=$TIMEOUT
   mkdir -p "$RUN" "$LOGS"

@@ -14,8 +14,10 @@
 #                                  (hack/cert-manager.sh); push the chart (as `push` below);
 #                                  `helm install` it from the registry into
 #                                  memcached-operator-system (--create-namespace), the operand
-#                                  image set to the memcached stand-in through the value
-#                                  relatedImages.memcached, as a user overrides an image; wait
+#                                  image set to the memcached stand-in and the exporter's to
+#                                  the rebuilt memcached_exporter through the values
+#                                  relatedImages.memcached and .memcachedExporter, as a user
+#                                  overrides an image; wait
 #                                  for the CA and serving Certificates to be Ready, every
 #                                  caBundle injected, the Deployment's ready replicas and the
 #                                  webhooks' answers. Prints what it installed on standard
@@ -105,9 +107,10 @@ start() {
   NODE=kubelet "$ROOT/hack/control-plane.sh" start >/dev/null
   real_node ||
     die "the local control plane in $STATE runs without a node: stop it (hack/control-plane.sh stop) and install again"
-  local memcached pushed chart version
+  local memcached exporter pushed chart version
   "$ROOT/hack/images.sh" build operator memcached memcached-exporter
   memcached="$("$ROOT/hack/images.sh" reference memcached)"
+  exporter="$("$ROOT/hack/images.sh" reference memcached-exporter)"
   SECONDS=0
   DEADLINE=$TIMEOUT
   mkdir -p "$LOGS"
@@ -118,7 +121,8 @@ start() {
   log "helm install $RELEASE $chart --version $version (into $NAMESPACE)"
   helm install "$RELEASE" "$chart" --version "$version" --plain-http \
     --namespace "$NAMESPACE" --create-namespace \
-    --set "relatedImages.memcached=$memcached" >&2
+    --set "relatedImages.memcached=$memcached" \
+    --set "relatedImages.memcachedExporter=$exporter" >&2
   wait_until_serving
   log "installed with Helm: webhooks answering at $(since)s"
   log "try: export KUBECONFIG=$KUBECONFIG_FILE; kubectl apply -k config/samples; kubectl get memcacheds -A"

@@ -2,13 +2,16 @@
 # Builds the images the local cluster's node runs, with buildah, from the shipped Dockerfiles
 # and from hack/images/NAME/Dockerfile, and pushes them to this checkout's registry
 # (hack/registry.sh), which containerd pulls every registry's images from (quay.io,
-# docker.io, registry.k8s.io, registry.access.redhat.com, and registry.invalid, the name of
-# the stand-ins). docs/packaging.md, "Images", lists them.
+# docker.io, registry.k8s.io, registry.access.redhat.com, and registry.invalid, the host of
+# everything built here that is not the project's own: the stand-ins and the rebuilds), each
+# host's under a path of its own. docs/local-cluster.md, "Images", lists them.
 #
 # Usage: hack/images.sh build [NAME...]   build and push NAMEs (default: all), skipping an
 #                                        image whose inputs did not change since it was pushed
 #        hack/images.sh list             print "NAME REFERENCE" for every image
 #        hack/images.sh reference NAME   print NAME's reference (what a pod spec names)
+#        hack/images.sh catalogue        print every repository the local registry stores, a
+#                                        line each (its /v2/_catalog; the registry must run)
 #        hack/images.sh operator-binary  build only the operator's release binary
 #        hack/images.sh env              print `export` lines under which podman pulls these
 #                                        images as the node does (the mirror), into a storage
@@ -18,30 +21,34 @@
 #   operator   Dockerfile, unchanged, with BASE_IMAGE = ubi-micro (below) and the release
 #              binary for x86_64-unknown-linux-musl (jemalloc), built first
 #   bundle     bundle.Dockerfile, unchanged, in RELEASE_DIR
-#   catalog    catalog.Dockerfile, unchanged, in RELEASE_DIR: its FROM quay.io/operator-framework/opm resolves
-#              through the mirror to the opm image below
-#   opm        opm (.tools/bin/opm, built from the pin) and grpc_health_probe, named as the
-#              release's opm image, since catalog.Dockerfile and OLM name it so
-#   olm        OLM's olm, catalog, cpb and copy-content (.tools/bin, built from the pin) with
-#              busybox's cp at /bin/cp, as the release's image (on distroless static:debug)
-#              lays them out, named as the release's image by tag
+#   catalog    catalog.Dockerfile, unchanged, in RELEASE_DIR, with its FROM (the release's
+#              quay.io/operator-framework/opm) replaced by the opm rebuild below (buildah --from,
+#              as a user builds on a mirrored base)
+#   opm        REBUILD of the release's quay.io/operator-framework/opm: opm (.tools/bin/opm,
+#              built from the pin) and grpc_health_probe, under rebuilt/
+#   olm        REBUILD of the release's quay.io/operator-framework/olm: OLM's olm, catalog, cpb
+#              and copy-content (.tools/bin, built from the pin) with busybox's cp at /bin/cp,
+#              as the release's image (on distroless static:debug) lays them out, under
+#              rebuilt/; hack/olm.sh installs OLM with it as every image of OLM's chart
 #   ubi-micro  STAND-IN for Red Hat's UBI 9 micro (not pullable here): an empty root with
 #              /etc/passwd, /etc/group and /tmp, under stand-in/
 #   memcached  STAND-IN for the CSV's default operand (memcached:1.6.39-alpine): Debian's
 #              memcached package as installed on this machine, with the libraries it links,
 #              and busybox's shell, kill and sleep (as Alpine's busybox gives the original),
 #              under stand-in/; never pushed under the default's name
-#   memcached-exporter  memcached_exporter (.tools/bin, built from the pin), the metrics sidecar
-#              of memcached pods, named as the release's image (on an empty root rather than
-#              Prometheus's busybox)
+#   memcached-exporter  REBUILD of quay.io/prometheus/memcached-exporter, the operator's default
+#              exporter: memcached_exporter (.tools/bin, built from the pin), the metrics sidecar
+#              of memcached pods, on an empty root rather than Prometheus's busybox, under
+#              rebuilt/; every install here names it through RELATED_IMAGE_MEMCACHED_EXPORTER
 #   pause      STAND-IN for the pod sandbox image: Debian's static catatonit in pause mode
 #   coredns    CoreDNS built from the pin (hack/coredns), the cluster DNS
 #   busybox    STAND-IN for a small image with a shell: Debian's busybox-static, for the node's
 #              tests (clients of memcached, the runtime's controls) and as scorecard's storage
 #              and untar images (operator-sdk scorecard --storage-image, --untar-image)
-#   scorecard-test  operator-sdk's scorecard-test (.tools/bin, built from the pin) where the
-#              release's image has it, named as the release's, since the shipped scorecard
-#              configuration names it
+#   scorecard-test  REBUILD of quay.io/operator-framework/scorecard-test: operator-sdk's
+#              scorecard-test (.tools/bin, built from the pin) where the release's image has it,
+#              under rebuilt/; hack/scorecard.sh runs the shipped configuration with it on the
+#              local cluster
 #
 # Environment:
 #   VERSION      the operator's version, which the operator's, bundle's and catalog's tags name
@@ -75,36 +82,37 @@ die() { printf 'images: error: %s\n' "$*" >&2; exit 1; }
 tool_version() { "$ROOT/hack/tools.sh" --print-versions | awk -v t="$1" '$1 == t { print $2 }'; }
 debian_version() { dpkg-query -W -f '${Version}' "$1" | sed -e 's/^[0-9]*://' -e 's/[-+~].*//'; }
 
-# reference NAME: the image's name as pods, Dockerfiles and the bundle spell it. A name under
-# one of MIRRORED_REGISTRIES (REGISTRY_NAME among them) is pulled from this checkout's
-# REGISTRY with that host taken off.
+# reference NAME: the image's name as pods and the installs here spell it. The project's own
+# images have their release names; whatever else is built here is under REGISTRY_NAME, which
+# only the local registry serves: stand-in/ for a stand-in for another image, rebuilt/ for an
+# upstream program rebuilt here from its pinned source (never under upstream's name, since
+# its base, Go version, build stamps and digest differ), node/ for the node's own.
 reference() {
   case "$1" in
     operator) echo "quay.io/f2367556/memcached-operator:v$VERSION" ;;
     bundle) echo "quay.io/f2367556/memcached-operator-bundle:v$VERSION" ;;
     catalog) echo "quay.io/f2367556/memcached-operator-catalog:v$VERSION" ;;
-    opm) echo "quay.io/operator-framework/opm:$(tool_version opm)" ;;
-    olm) echo "quay.io/operator-framework/olm:$(tool_version olm)" ;;
+    opm) echo "$REGISTRY_NAME/rebuilt/opm:$(tool_version opm)" ;;
+    olm) echo "$REGISTRY_NAME/rebuilt/olm:$(tool_version olm)" ;;
     ubi-micro) echo "$REGISTRY_NAME/stand-in/ubi-micro:9.6" ;;
     memcached) echo "$REGISTRY_NAME/stand-in/memcached-debian:$(debian_version memcached)" ;;
-    memcached-exporter) echo "quay.io/prometheus/memcached-exporter:$(tool_version memcached-exporter)" ;;
+    memcached-exporter) echo "$REGISTRY_NAME/rebuilt/memcached-exporter:$(tool_version memcached-exporter)" ;;
     pause) echo "$REGISTRY_NAME/stand-in/pause-catatonit:$(debian_version catatonit)" ;;
     coredns) echo "$REGISTRY_NAME/node/coredns:$(tool_version coredns)" ;;
     busybox) echo "$REGISTRY_NAME/stand-in/busybox-static:$(debian_version busybox-static)" ;;
-    scorecard-test) echo "quay.io/operator-framework/scorecard-test:$(tool_version operator-sdk)" ;;
+    scorecard-test) echo "$REGISTRY_NAME/rebuilt/scorecard-test:$(tool_version operator-sdk)" ;;
     *) die "unknown image '$1' (known: ${ALL_IMAGES[*]})" ;;
   esac
 }
 
-# in_registry REFERENCE: where REFERENCE is stored in REGISTRY.
+# in_registry REFERENCE: where REFERENCE is stored in REGISTRY: under its host's path
+# (registry_path), where the node's mirror looks for it.
 in_registry() {
   local ref="$1" host
   host="${ref%%/*}"
-  if [[ " ${MIRRORED_REGISTRIES[*]} " == *" $host "* ]]; then
-    echo "$REGISTRY/${ref#*/}"
-  else
-    echo "$ref"
-  fi
+  [[ " ${MIRRORED_REGISTRIES[*]} " == *" $host "* ]] ||
+    die "$ref: its host $host is none the local registry mirrors (${MIRRORED_REGISTRIES[*]})"
+  echo "$REGISTRY/$(registry_path "$host")/${ref#*/}"
 }
 
 # present REFERENCE: whether the registry holds REFERENCE's manifest.
@@ -132,7 +140,7 @@ write_registries_conf() {
   {
     echo 'unqualified-search-registries = []'
     for host in "${MIRRORED_REGISTRIES[@]}"; do
-      printf '[[registry]]\nprefix = "%s"\nlocation = "%s"\ninsecure = true\n' "$host" "$REGISTRY"
+      printf '[[registry]]\nprefix = "%s"\nlocation = "%s/%s"\ninsecure = true\n' "$host" "$REGISTRY" "$(registry_path "$host")"
     done
     printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REGISTRY"
   } >"$WORK/registries.conf"
@@ -156,7 +164,8 @@ digest_of() { (cd "$RELEASE_DIR" && find "$@" -type f -print0 | sort -z | xargs 
 # are recorded; one a reference, so two releases' images do not rebuild each other.
 stamp_at() { echo "$STAMPS/${1//[\/:]/_}"; }
 
-# build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud, then push,
+# build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud (with BUILD_FROM,
+# when set, in place of the Dockerfile's first FROM: buildah's --from), then push,
 # unless the registry holds the image and its stamp says the same inputs built it. The image
 # goes out as an index (a manifest list) of its one platform, linux/amd64, as a multi-arch
 # release's images do: what reads an image's platforms (operator-sdk's multiarch validator,
@@ -167,14 +176,15 @@ build_image() {
   ref="$(reference "$name")"
   at="$(in_registry "$ref")"
   stamp_file="$(stamp_at "$at")"
-  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" "$PUSHED_AS" | sha256sum | cut -c1-32)"
+  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" "$PUSHED_AS" "${BUILD_FROM:-}" | sha256sum | cut -c1-32)"
   if [[ -f "$stamp_file" && "$(<"$stamp_file")" == "$stamp" ]] && present "$at"; then
     log "$name: up to date ($ref)"
     return 0
   fi
   local arg
   for arg in "$@"; do args+=(--build-arg "$arg"); done
-  log "$name: building $ref from ${dockerfile#"$ROOT"/}"
+  [[ -z "${BUILD_FROM:-}" ]] || args+=(--from "$BUILD_FROM")
+  log "$name: building $ref from ${dockerfile#"$ROOT"/}${BUILD_FROM:+ on $BUILD_FROM}"
   rm -f "$stamp_file"
   local index="localhost/index/$name"
   buildah_ manifest rm "$index" >/dev/null 2>&1 || true
@@ -268,7 +278,7 @@ build_one() {
       ;;
     catalog)
       build_one opm
-      build_image catalog "$RELEASE_DIR/catalog.Dockerfile" "$RELEASE_DIR" \
+      BUILD_FROM="$(reference opm)" build_image catalog "$RELEASE_DIR/catalog.Dockerfile" "$RELEASE_DIR" \
         "$(digest_of catalog) $(<"$(stamp_at "$(in_registry "$(reference opm)")")")"
       ;;
     memcached)
@@ -341,6 +351,19 @@ build_one() {
   esac
 }
 
+# catalogue: every repository the registry stores, from its /v2/_catalog, page by page.
+catalogue() {
+  local last="" page
+  while :; do
+    page="$(curl -fsS --max-time 10 "http://$REGISTRY/v2/_catalog?n=1000${last:+&last=$last}")" ||
+      die "the registry on $REGISTRY does not answer /v2/_catalog (hack/registry.sh start)"
+    page="$(python3 -c 'import json, sys; print("\n".join(json.load(sys.stdin)["repositories"] or []))' <<<"$page")"
+    [[ -n "$page" ]] || return 0
+    echo "$page"
+    last="$(tail -n 1 <<<"$page")"
+  done
+}
+
 build() {
   local names=("$@") name
   ((${#names[@]})) || names=("${ALL_IMAGES[@]}")
@@ -357,9 +380,10 @@ case "${1:-}" in
   build) shift && build "$@" ;;
   list) for name in "${ALL_IMAGES[@]}"; do echo "$name $(reference "$name")"; done ;;
   reference) [[ $# -eq 2 ]] || die "usage: $0 reference NAME" && reference "$2" ;;
+  catalogue) catalogue ;;
   operator-binary) operator_binary ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 build [NAME...]|list|reference NAME|operator-binary|env (try --help)" ;;
+  *) die "usage: $0 build [NAME...]|list|reference NAME|catalogue|operator-binary|env (try --help)" ;;
 esac
 exit

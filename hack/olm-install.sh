@@ -11,7 +11,9 @@
 #                                     and subscribe: a CatalogSource in olm, an AllNamespaces
 #                                     OperatorGroup and a Subscription in operators whose
 #                                     `config.env` points RELATED_IMAGE_MEMCACHED at the
-#                                     memcached stand-in. Then wait for the bundle-unpack
+#                                     memcached stand-in and
+#                                     RELATED_IMAGE_MEMCACHED_EXPORTER at the rebuilt
+#                                     memcached_exporter. Then wait for the bundle-unpack
 #                                     Job, the InstallPlan, a Succeeded CSV, the Deployment's
 #                                     ready replicas and the webhooks' answers. Prints what it
 #                                     installed on standard output as KEY=VALUE lines (CSV,
@@ -81,7 +83,8 @@ start() {
   DEADLINE=$TIMEOUT
   "$ROOT/hack/olm.sh" start
   source="image: $("$ROOT/hack/images.sh" reference catalog), grpcPodConfig: {securityContextConfig: restricted}"
-  env="config: {env: [{name: RELATED_IMAGE_MEMCACHED, value: \"$("$ROOT/hack/images.sh" reference memcached)\"}]}"
+  env="config: {env: [{name: RELATED_IMAGE_MEMCACHED, value: \"$("$ROOT/hack/images.sh" reference memcached)\"}"
+  env+=", {name: RELATED_IMAGE_MEMCACHED_EXPORTER, value: \"$("$ROOT/hack/images.sh" reference memcached-exporter)\"}]}"
 
   kubectl apply -f - >&2 <<EOF
 apiVersion: operators.coreos.com/v1alpha1

@@ -14,9 +14,11 @@
 #        hack/registry.sh status    exit 0 when it answers
 #        hack/registry.sh address   print its address
 #
-# Files: .tools/registry/checkout-KEY/ (the stored images, kept across stops, so a warm start
-# pushes nothing new; KEY from the checkout's path), .tools/registry-state/checkout-KEY/
-# (config, pid, log).
+# Files: .tools/registry/checkout-KEY-by-host/ (the stored images, each mirrored host's under
+# a path of its own, hack/lib/node-network.sh; kept across stops, so a warm start pushes
+# nothing new; KEY from the checkout's path), .tools/registry-state/checkout-KEY/ (config,
+# pid, log). The storage of the layout before, .tools/registry/checkout-KEY/, where every
+# host's images were stored under one name, is removed at start.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -25,7 +27,8 @@ source "$ROOT/hack/lib/node-network.sh"
 # shellcheck source=hack/lib/node-lock.sh
 source "$ROOT/hack/lib/node-lock.sh"
 KEY="checkout-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"
-STORAGE="$ROOT/.tools/registry/$KEY"
+STORAGE="$ROOT/.tools/registry/$KEY-by-host"
+OLD_STORAGE="$ROOT/.tools/registry/$KEY"
 RUN="$ROOT/.tools/registry-state/$KEY"
 LOGS="$RUN"
 BIN=/usr/bin
@@ -55,6 +58,10 @@ start() {
   [[ -z "$taken" ]] ||
     die "something that is not this checkout's registry listens on $REGISTRY ($taken): another checkout whose path hashes to the same address? Set REGISTRY_ADDRESS=127.77.X.Y:5000 to another address"
   "$ROOT/hack/tools.sh" images
+  if [[ -d "$OLD_STORAGE" ]]; then
+    log "removing $OLD_STORAGE (the layout before, with every host's images under one name)"
+    rm -rf "$OLD_STORAGE"
+  fi
   mkdir -p "$STORAGE" "$RUN"
   cat >"$RUN/config.yml" <<EOF
 version: 0.1

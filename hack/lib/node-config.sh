@@ -6,20 +6,24 @@ write_containerd_config() {
   local dir pause
   pause="$("$ROOT/hack/images.sh" reference pause)"
   mkdir -p "$NODE_DIR/containerd" "$NODE_DIR/cni" "$NODE_SOCKETS"
-  # Every registry host, named here or not (the `_default` directory stands for any host that
-  # has none of its own), is the local registry, with no fallback to the host itself: an image
-  # that is not in the local registry cannot be pulled at all.
+  # Each mirrored registry host is the local registry, under a path named for the host (its
+  # images are stored as HOST/NAME there, so quay.io/x and docker.io/x stay two images), with
+  # no fallback to the host itself. Any other host (the `_default` directory stands for a host
+  # that has none of its own) resolves to a path of the local registry that holds nothing: an
+  # image that is not in the local registry cannot be pulled at all.
   rm -rf "$NODE_DIR/containerd/certs.d"
-  dir="$NODE_DIR/containerd/certs.d/_default"
-  mkdir -p "$dir"
-  cat >"$dir/hosts.toml" <<EOF
-# Any registry is pulled from the local registry alone ($REGISTRY, this checkout's): no
-# fallback to the registry the image names, no other server.
-server = "http://$REGISTRY"
-
-[host."http://$REGISTRY"]
-  capabilities = ["pull", "resolve"]
+  local host
+  for host in "${MIRRORED_REGISTRIES[@]}" _default; do
+    dir="$NODE_DIR/containerd/certs.d/$host"
+    mkdir -p "$dir"
+    cat >"$dir/hosts.toml" <<EOF
+# $host is pulled from the local registry alone ($REGISTRY, this checkout's), from the
+# images it stores under $(registry_path "$host")/: no fallback to $host itself, no other server.
+server = "http://$REGISTRY/v2/$(registry_path "$host")"
+override_path = true
+capabilities = ["pull", "resolve"]
 EOF
+  done
   cat >"$NODE_DIR/containerd/config.toml" <<EOF
 version = 3
 root = "$NODE_DIR/containerd/root"

@@ -21,7 +21,8 @@ CLUSTER_DOMAIN=cluster.local
 # another's. Images built here that stand in for no other registry's are named under
 # REGISTRY_NAME, a host name that never resolves (.invalid, RFC 2606): only the mirror serves
 # it. containerd (every registry host), buildah (a FROM) and podman (make validate) pull the
-# MIRRORED_REGISTRIES' references from the local registry, with no fallback.
+# MIRRORED_REGISTRIES' references from the local registry, with no fallback, each host's
+# under a path of its own (registry_path): HOST/NAME:TAG is stored as HOST/NAME:TAG there.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 REGISTRY_NAME=registry.invalid
 registry_address() {
@@ -31,6 +32,9 @@ registry_address() {
 }
 REGISTRY="${REGISTRY_ADDRESS:-$(registry_address)}"
 MIRRORED_REGISTRIES=(quay.io docker.io registry.k8s.io registry.access.redhat.com "$REGISTRY_NAME")
+# registry_path HOST: where the local registry stores HOST's images (the host name itself),
+# and for `_default`, any other host, a path that holds none.
+registry_path() { if [[ "$1" == _default ]]; then echo unmirrored; else echo "$1"; fi; }
 # The chains the node adds to the machine's firewall (iptables, legacy or nft backend), in
 # IPv4 and IPv6 alike.
 FORWARD_CHAIN=MEMCACHED-NODE-FORWARD
