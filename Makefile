@@ -217,6 +217,9 @@ BUNDLE_IMG ?= $(REGISTRY)/memcached-operator-bundle:v$(VERSION)
 CATALOG_IMG ?= $(REGISTRY)/memcached-operator-catalog:v$(VERSION)
 CONTAINER_TOOL ?= docker
 KUBECTL ?= kubectl
+# Where make bundle writes and bundle-build and catalog-build build from (a release's pinned
+# output goes elsewhere than the committed files: docs/releasing.md).
+OUTPUT_DIR ?= .
 
 TOOLS_BIN := .tools/bin
 OPERATOR_SDK := $(TOOLS_BIN)/operator-sdk
@@ -244,10 +247,13 @@ check-version:
 generate:
 	$(GENERATE)
 
-## bundle: generate for IMG and BUNDLE_IMG, then validate the bundle.
+## bundle: generate for IMG and BUNDLE_IMG into OUTPUT_DIR, then validate the bundle;
+## USE_IMAGE_DIGESTS=true names every image by the digest its registry gives (generate
+## --image-digests, docs/releasing.md).
 bundle: check-version tool-operator-sdk
-	$(GENERATE) --image $(IMG) --bundle-image $(BUNDLE_IMG)
-	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+	$(GENERATE) --output-dir $(OUTPUT_DIR) --image $(IMG) --bundle-image $(BUNDLE_IMG) \
+	  $(if $(filter true,$(USE_IMAGE_DIGESTS)),--image-digests)
+	$(OPERATOR_SDK) bundle validate $(OUTPUT_DIR)/bundle --select-optional suite=operatorframework
 
 ## operator-binary: the release binary the operator image holds (x86_64-unknown-linux-musl,
 ## jemalloc), which docker-build copies in.
@@ -275,14 +281,14 @@ docker-push:
 	$(CONTAINER_TOOL) push $(IMG)
 
 bundle-build:
-	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+	$(CONTAINER_TOOL) build -f $(OUTPUT_DIR)/bundle.Dockerfile -t $(BUNDLE_IMG) $(OUTPUT_DIR)
 
 bundle-push:
 	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
 
 catalog-build: tool-opm
-	$(OPM) validate catalog
-	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
+	$(OPM) validate $(OUTPUT_DIR)/catalog
+	$(CONTAINER_TOOL) build -f $(OUTPUT_DIR)/catalog.Dockerfile -t $(CATALOG_IMG) $(OUTPUT_DIR)
 
 catalog-push:
 	$(CONTAINER_TOOL) push $(CATALOG_IMG)

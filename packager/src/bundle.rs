@@ -22,6 +22,7 @@ use super::csv::{
 };
 use super::files::{Files, FilesError};
 use super::monitoring::{self, METRICS_READER_ROLE_NAME, METRICS_SERVICE_NAME};
+use super::images::Images;
 use super::{deployment, descriptors, network_policy, release, samples};
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator, rbac};
@@ -37,8 +38,9 @@ pub const BUNDLE_DIR: &str = "bundle";
 pub struct Options {
     /// The operator's version (Cargo.toml's).
     pub version: String,
-    /// The operator image the CSV deploys.
-    pub image: String,
+    /// The images the CSV deploys and names: the operator's, the default memcached and
+    /// memcached_exporter.
+    pub images: Images,
     /// The bundle image the catalog points at.
     pub bundle_image: String,
     /// The CSV's `createdAt`.
@@ -51,7 +53,7 @@ impl Options {
     pub fn for_release() -> Self {
         Self {
             version: release::VERSION.to_string(),
-            image: release::operator_image(release::VERSION),
+            images: Images::for_release(release::VERSION),
             bundle_image: release::bundle_image(release::VERSION),
             created_at: release::release_date()
                 .unwrap_or(release::RELEASES[0].1)
@@ -70,20 +72,26 @@ fn description() -> String {
 
 /// The `features.operators.openshift.io/*` annotations, with truthful values.
 ///
-/// Images are referenced by tag, not digest, so the operator is not claimed to work
-/// disconnected; its TLS stack (rustls with ring) is not FIPS-validated; it honours the
+/// The operator works disconnected when every image the CSV names is named by digest (`generate
+/// --image-digests`), which is what a disconnected cluster's mirror serves; the release's own
+/// bundle names them by tag, since a digest is only known once the images are pushed. Its TLS stack (rustls with ring) is not FIPS-validated; it honours the
 /// cluster proxy OLM passes it (`HTTPS_PROXY`, `NO_PROXY`) as client-go does for its one
 /// outbound peer, the API server, and its operands open no connection off their own pod
 /// (tests/olm and tests/helm set a proxy through the Subscription and through the chart's
 /// values, and the operator works and sends the proxy nothing); it follows the cluster's TLS security profile on its webhook and metrics
 /// listeners (proven end to end against OpenShift's real APIServer CRD); it uses no cloud
 /// tokens and is no CNF, CNI or CSI plugin.
-fn features() -> [(&'static str, &'static str); 10] {
+fn features(images: &Images) -> [(&'static str, &'static str); 10] {
+    let disconnected = if images.all_by_digest() {
+        "true"
+    } else {
+        "false"
+    };
     [
         ("cnf", "false"),
         ("cni", "false"),
         ("csi", "false"),
-        ("disconnected", "false"),
+        ("disconnected", disconnected),
         ("fips-compliant", "false"),
         ("proxy-aware", "true"),
         ("tls-profiles", "true"),
@@ -174,7 +182,7 @@ pub fn cluster_service_version(
             release::CAPABILITIES.to_string(),
         ),
         ("categories".to_string(), release::CATEGORIES.to_string()),
-        ("containerImage".to_string(), options.image.clone()),
+        ("containerImage".to_string(), options.images.operator.clone()),
         ("createdAt".to_string(), options.created_at.clone()),
         (
             "description".to_string(),
@@ -187,7 +195,7 @@ pub fn cluster_service_version(
             release::SUGGESTED_NAMESPACE.to_string(),
         ),
     ]);
-    for (feature, value) in features() {
+    for (feature, value) in features(&options.images) {
         annotations.insert(
             format!("features.operators.openshift.io/{feature}"),
             value.to_string(),
@@ -253,7 +261,7 @@ pub fn cluster_service_version(
                     deployments: vec![DeploymentSpecNamed {
                         name: operator::DEPLOYMENT_NAME.to_string(),
                         label: deployment::pod_labels(),
-                        spec: deployment::spec(&options.image),
+                        spec: deployment::spec(&options.images),
                     }],
                     permissions: vec![StrategyDeploymentPermissions {
                         service_account_name: service_account.clone(),
@@ -271,20 +279,15 @@ pub fn cluster_service_version(
             },
             apiservicedefinitions: ApiServiceDefinitions::default(),
             webhookdefinitions: webhook::WEBHOOKS.iter().map(webhook_description).collect(),
-            related_images: vec![
-                RelatedImage {
-                    name: operator::NAME.to_string(),
-                    image: options.image.clone(),
-                },
-                RelatedImage {
-                    name: "memcached".to_string(),
-                    image: operator::DEFAULT_MEMCACHED_IMAGE.to_string(),
-                },
-                RelatedImage {
-                    name: "memcached-exporter".to_string(),
-                    image: operator::DEFAULT_EXPORTER_IMAGE.to_string(),
-                },
-            ],
+            related_images: options
+                .images
+                .named()
+                .iter()
+                .map(|(name, image)| RelatedImage {
+                    name: name.to_string(),
+                    image: image.to_string(),
+                })
+                .collect(),
             labels: BTreeMap::new(),
             selector: None,
         },

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::bundle::Options;
 use super::check::{CheckError, check_bundle};
 use super::generate::{GenerateError, Plan};
+use super::pin::{Mirror, PinError, Resolver};
 use super::release;
 use super::rules::ENFORCERS;
 
@@ -27,6 +28,25 @@ pub struct GenerateArgs {
     /// Bundle image the catalog points at [default: the release's bundle image].
     #[arg(long)]
     pub bundle_image: Option<String>,
+    /// memcached image of Memcacheds that name none (RELATED_IMAGE_MEMCACHED) [default: the
+    /// release's].
+    #[arg(long)]
+    pub memcached_image: Option<String>,
+    /// memcached_exporter image (RELATED_IMAGE_MEMCACHED_EXPORTER) [default: the release's].
+    #[arg(long)]
+    pub exporter_image: Option<String>,
+    /// Name every image by digest, asked of its registry (or of a mirror, --registry-mirror):
+    /// the operator's, memcached's and the exporter's wherever the CSV, config/ and the chart
+    /// name them, so the CSV says `disconnected: "true"`. The bundle image is pinned in the
+    /// catalog when its registry has it; otherwise the catalog names it by tag and a warning
+    /// says so (push the bundle image, then generate again).
+    #[arg(long)]
+    pub image_digests: bool,
+    /// HOST=URL: ask URL for the digests of HOST's images, a mirror holding them below URL's
+    /// path (quay.io=http://127.0.0.1:5000/quay.io); the pinned references keep HOST.
+    /// Repeatable, one per host.
+    #[arg(long = "registry-mirror", requires = "image_digests")]
+    pub registry_mirrors: Vec<String>,
 }
 
 /// How `check-bundle` reports.
@@ -59,10 +79,22 @@ const UNREADABLE: u8 = 2;
 pub fn generate(args: &GenerateArgs) -> ExitCode {
     let mut options = Options::for_release();
     if let Some(image) = &args.image {
-        options.image = image.clone();
+        options.images.operator = image.clone();
+    }
+    if let Some(image) = &args.memcached_image {
+        options.images.memcached = image.clone();
+    }
+    if let Some(image) = &args.exporter_image {
+        options.images.exporter = image.clone();
     }
     if let Some(image) = &args.bundle_image {
         options.bundle_image = image.clone();
+    }
+    if args.image_digests
+        && let Err(error) = pin_images(&mut options, &args.registry_mirrors)
+    {
+        eprintln!("error: {error}; nothing was written");
+        return ExitCode::from(UNREADABLE);
     }
     if let Ok(epoch) = std::env::var("SOURCE_DATE_EPOCH") {
         match release::created_at_from_epoch(&epoch) {
@@ -98,6 +130,40 @@ pub fn generate(args: &GenerateArgs) -> ExitCode {
             ExitCode::from(UNREADABLE)
         }
     }
+}
+
+/// Names every image of `options` by digest (the bundle image only when its registry has it),
+/// asking the mirrors given for their hosts; says on standard error what each became.
+fn pin_images(options: &mut Options, mirrors: &[String]) -> Result<(), PinError> {
+    let mirrors = mirrors
+        .iter()
+        .map(|m| m.parse::<Mirror>())
+        .collect::<Result<Vec<_>, _>>()?;
+    // The registry client speaks TLS through rustls with ring, as the operator does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PinError::Client(e.to_string()))?;
+    runtime.block_on(async {
+        let resolver = Resolver::new(mirrors)?;
+        for (name, image) in options.images.named_mut() {
+            let pinned = resolver.pin(image).await?;
+            eprintln!("pinned {name}: {image} -> {pinned}");
+            *image = pinned;
+        }
+        match resolver.pin(&options.bundle_image).await {
+            Ok(pinned) => {
+                eprintln!("pinned the bundle: {} -> {pinned}", options.bundle_image);
+                options.bundle_image = pinned;
+            }
+            Err(error) => eprintln!(
+                "warning: the catalog names the bundle image by tag ({error}): push the bundle \
+                 image, then generate again to pin it"
+            ),
+        }
+        Ok(())
+    })
 }
 
 /// Runs `check-bundle`.

@@ -30,6 +30,7 @@ use super::certificates::{
 };
 use super::deployment;
 use super::files::{Files, FilesError};
+use super::images::Images;
 use super::monitoring::{metrics_reader_role, metrics_service, service_monitor};
 use super::network_policy;
 use super::yaml::to_yaml;
@@ -264,7 +265,7 @@ fn rbac_files(files: &mut Files) -> Result<(), FilesError> {
     )
 }
 
-fn manager_files(files: &mut Files, image: &str) -> Result<(), FilesError> {
+fn manager_files(files: &mut Files, images: &Images) -> Result<(), FilesError> {
     files.yaml(
         "config/manager/namespace.yaml",
         &Namespace {
@@ -292,7 +293,7 @@ fn manager_files(files: &mut Files, image: &str) -> Result<(), FilesError> {
                 labels: Some(deployment::pod_labels()),
                 ..meta(operator::DEPLOYMENT_NAME, Some(NAMESPACE))
             },
-            spec: Some(deployment::spec(image)),
+            spec: Some(deployment::spec(images)),
             ..Deployment::default()
         },
     )?;
@@ -307,7 +308,7 @@ fn manager_files(files: &mut Files, image: &str) -> Result<(), FilesError> {
 }
 
 /// Renders `config/` for these objects.
-pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, FilesError> {
+pub fn files(crd: &CustomResourceDefinition, images: &Images) -> Result<Files, FilesError> {
     let mut files = Files::new();
 
     let crd_file = format!("bases/{}", crd_file_name());
@@ -321,7 +322,7 @@ pub fn files(crd: &CustomResourceDefinition, image: &str) -> Result<Files, Files
     files.yaml("config/crd/kustomization.yaml", &crd_kustomization)?;
 
     rbac_files(&mut files)?;
-    manager_files(&mut files, image)?;
+    manager_files(&mut files, images)?;
 
     files.yaml("config/webhook/service.yaml", &webhook_service())?;
     files.yaml(

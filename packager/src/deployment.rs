@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::images::Images;
 use super::release;
 use memcached_operator::admission::issuers::ALLOWED_ISSUERS_ENV;
 use memcached_operator::controller::desired::children::prefer_distinct_nodes;
@@ -93,11 +94,12 @@ fn probe(path: &str, initial_delay: i32, period: i32) -> Probe {
     }
 }
 
-/// The operator's container, running `memcached-operator run` from `image`.
-pub fn container(image: &str) -> Container {
+/// The operator's container, running `memcached-operator run` from the operator's image, and
+/// naming the other images in its `RELATED_IMAGE_*` variables.
+pub fn container(images: &Images) -> Container {
     Container {
         name: operator::CONTAINER_NAME.to_string(),
-        image: Some(image.to_string()),
+        image: Some(images.operator.clone()),
         image_pull_policy: Some("IfNotPresent".to_string()),
         command: Some(vec![release::BINARY_PATH.to_string()]),
         args: Some(vec![
@@ -117,19 +119,19 @@ pub fn container(image: &str) -> Container {
         env: Some(vec![
             EnvVar {
                 name: operator::RELATED_IMAGE_ENV.to_string(),
-                value: Some(operator::DEFAULT_MEMCACHED_IMAGE.to_string()),
+                value: Some(images.memcached.clone()),
                 ..EnvVar::default()
             },
             // The certificate refresher and the stats relay beside memcached servers are this
             // same image.
             EnvVar {
                 name: operator::RELATED_IMAGE_REFRESHER_ENV.to_string(),
-                value: Some(image.to_string()),
+                value: Some(images.operator.clone()),
                 ..EnvVar::default()
             },
             EnvVar {
                 name: operator::RELATED_IMAGE_EXPORTER_ENV.to_string(),
-                value: Some(operator::DEFAULT_EXPORTER_IMAGE.to_string()),
+                value: Some(images.exporter.clone()),
                 ..EnvVar::default()
             },
             // Which issuers a Memcached may name beyond an Issuer in its own namespace: none
@@ -240,8 +242,8 @@ pub fn require_platforms(affinity: Affinity) -> Affinity {
     }
 }
 
-/// The Deployment's spec, running `image`.
-pub fn spec(image: &str) -> DeploymentSpec {
+/// The Deployment's spec, running the operator's image.
+pub fn spec(images: &Images) -> DeploymentSpec {
     let labels = pod_labels();
     DeploymentSpec {
         replicas: Some(REPLICAS),
@@ -267,7 +269,7 @@ pub fn spec(image: &str) -> DeploymentSpec {
             }),
             spec: Some(PodSpec {
                 service_account_name: Some(operator::SERVICE_ACCOUNT_NAME.to_string()),
-                containers: vec![container(image)],
+                containers: vec![container(images)],
                 security_context: Some(PodSecurityContext {
                     run_as_non_root: Some(true),
                     seccomp_profile: Some(SeccompProfile {

@@ -75,7 +75,7 @@ impl Plan {
         }
         let mut files = bundle::files(&self.csv, &self.crd)?;
         files.extend(catalog::files(&self.csv, &self.options.bundle_image)?)?;
-        files.extend(config::files(&self.crd, &self.options.image)?)?;
+        files.extend(config::files(&self.crd, &self.options.images)?)?;
         files.extend(dashboard::files()?)?;
         files.extend(chart::files(&self.crd, &self.options)?)?;
         Ok(files)

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use super::super::config::{NAMESPACE, manager_webhook_patch, meta};
 use super::super::deployment;
+use super::super::images::Images;
+use super::super::release;
 use super::template::{Block, Template};
 use super::{IMAGE, labelled};
 use memcached_operator::admission::issuers::ALLOWED_ISSUERS_ENV;
@@ -102,7 +104,8 @@ pub fn deployment(template: &mut Template) -> Result<Value, serde_json::Error> {
             labels: Some(deployment::pod_labels()),
             ..meta(operator::DEPLOYMENT_NAME, Some(NAMESPACE))
         },
-        spec: Some(deployment::spec("unused")),
+        // Its image and RELATED_IMAGE_* values are replaced by the values' below.
+        spec: Some(deployment::spec(&Images::for_release(release::VERSION))),
         ..Deployment::default()
     })?;
     labelled(template, &mut object);

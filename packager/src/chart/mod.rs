@@ -49,18 +49,10 @@ fn labelled(template: &mut Template, object: &mut Value) {
 }
 
 fn chart_yaml(options: &Options) -> Value {
-    let images: Vec<Value> = [
-        ("memcached-operator", options.image.as_str()),
-        (
-            "memcached",
-            memcached_operator::operator::DEFAULT_MEMCACHED_IMAGE,
-        ),
-        (
-            "memcached-exporter",
-            memcached_operator::operator::DEFAULT_EXPORTER_IMAGE,
-        ),
-    ]
-    .iter()
+    let images: Vec<Value> = options
+        .images
+        .named()
+        .iter()
     .map(|(name, image)| json!({"name": name, "image": image}))
     .collect();
     json!({
@@ -166,7 +158,7 @@ pub fn files(crd: &CustomResourceDefinition, options: &Options) -> Result<Files,
     let path = |name: &str| format!("{CHART_DIR}/{name}");
     files.yaml(&path("Chart.yaml"), &chart_yaml(options))?;
 
-    let settings = values::settings(&options.image)
+    let settings = values::settings(&options.images)
         .map_err(|e| render_error(&path("values.yaml"), YamlError::Read(e.to_string())))?;
     let text = values::values_yaml(&settings).map_err(|e| render_error(&path("values.yaml"), e))?;
     files.text(&path("values.yaml"), text)?;

@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::{
 use serde_json::{Map, Value, json};
 
 use super::super::deployment;
+use super::super::images::{self, Images};
+use super::super::release;
 use super::super::yaml::{YamlError, to_yaml};
 use super::flags::{UnknownFlag, default_of, number_default, possible_values};
 use super::schema::{
@@ -59,7 +61,12 @@ fn flag_string(key: &'static str, flag: &str, description: &str) -> Result<Setti
 }
 
 fn images(image: &str) -> Setting {
-    let (repository, tag) = image.rsplit_once(':').unwrap_or((image, ""));
+    let parts = images::parts(image);
+    let (repository, tag, digest) = (
+        parts.repository,
+        parts.tag.unwrap_or_default(),
+        parts.digest.unwrap_or_default(),
+    );
     group(
         "image",
         "The operator's image",
@@ -76,7 +83,7 @@ fn images(image: &str) -> Setting {
             ),
             leaf(
                 "digest",
-                "",
+                digest,
                 json!({
                     "type": "string",
                     "pattern": "^$|^sha256:[0-9a-f]{64}$",
@@ -95,19 +102,19 @@ fn images(image: &str) -> Setting {
     )
 }
 
-fn related_images() -> Setting {
+fn related_images(images: &Images) -> Setting {
     group(
         "relatedImages",
         "The images the operator runs beside memcached (its RELATED_IMAGE_* variables)",
         vec![
             leaf(
                 "memcached",
-                operator::DEFAULT_MEMCACHED_IMAGE,
+                images.memcached.as_str(),
                 non_empty("memcached, for Memcacheds that name no image (RELATED_IMAGE_MEMCACHED)"),
             ),
             leaf(
                 "memcachedExporter",
-                operator::DEFAULT_EXPORTER_IMAGE,
+                images.exporter.as_str(),
                 non_empty(
                     "memcached_exporter, the metrics sidecar (RELATED_IMAGE_MEMCACHED_EXPORTER)",
                 ),
@@ -124,7 +131,7 @@ fn related_images() -> Setting {
 }
 
 fn placement() -> Result<Vec<Setting>, YamlError> {
-    let spec = deployment::spec("unused");
+    let spec = deployment::spec(&Images::for_release(release::VERSION));
     let pod = spec.template.spec.unwrap_or_default();
     let container = pod.containers.first().cloned().unwrap_or_default();
     Ok(vec![
@@ -360,8 +367,8 @@ impl From<serde_json::Error> for SettingsError {
 }
 
 /// Every setting, in the order `values.yaml` lists them.
-pub fn settings(image: &str) -> Result<Vec<Setting>, SettingsError> {
-    let mut settings = vec![images(image), related_images()];
+pub fn settings(images: &Images) -> Result<Vec<Setting>, SettingsError> {
+    let mut settings = vec![self::images(&images.operator), related_images(images)];
     settings.extend(placement()?);
     settings.extend(operator_flags()?);
     settings.extend(metrics_and_network());

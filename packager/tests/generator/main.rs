@@ -21,6 +21,7 @@ use memcached_packager::generate::{GenerateError, Plan};
 use memcached_packager::rules::Rule;
 use memcached_packager::{release, yaml};
 
+mod digests;
 mod platforms;
 mod rules;
 
