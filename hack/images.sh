@@ -10,6 +10,9 @@
 #                                        image whose inputs did not change since it was pushed
 #        hack/images.sh list             print "NAME REFERENCE" for every image
 #        hack/images.sh reference NAME   print NAME's reference (what a pod spec names)
+#        hack/images.sh digest NAME      print the digest the registry gives NAME's reference
+#                                        (its manifest's, an index's; the registry must run)
+#        hack/images.sh pinned NAME      print NAME by digest: REPOSITORY@sha256:...
 #        hack/images.sh catalogue        print every repository the local registry stores, a
 #                                        line each (its /v2/_catalog; the registry must run)
 #        hack/images.sh operator-binary  build only the operator's release binary
@@ -351,6 +354,26 @@ build_one() {
   esac
 }
 
+# digest_of_image NAME: the digest the registry gives NAME's reference (Docker-Content-Digest
+# of its manifest, asked for as an index first, as the images are pushed).
+digest_of_image() {
+  local at path tag digest
+  at="$(in_registry "$(reference "$1")")"
+  path="${at#"$REGISTRY"/}"
+  tag="${path##*:}"
+  path="${path%:*}"
+  digest="$(curl -fsS -I --max-time 10 \
+    -H 'Accept: application/vnd.oci.image.index.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.list.v2+json' \
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$REGISTRY/v2/$path/manifests/$tag" |
+    awk 'tolower($1) == "docker-content-digest:" { print $2 }' | tr -d '\r')" ||
+    die "the registry on $REGISTRY has no $(reference "$1") (hack/images.sh build $1)"
+  [[ "$digest" == sha256:* ]] || die "the registry gave no digest for $(reference "$1")"
+  echo "$digest"
+}
+
 # catalogue: every repository the registry stores, from its /v2/_catalog, page by page.
 catalogue() {
   local last="" page
@@ -381,9 +404,14 @@ case "${1:-}" in
   list) for name in "${ALL_IMAGES[@]}"; do echo "$name $(reference "$name")"; done ;;
   reference) [[ $# -eq 2 ]] || die "usage: $0 reference NAME" && reference "$2" ;;
   catalogue) catalogue ;;
+  digest) [[ $# -eq 2 ]] || die "usage: $0 digest NAME" && reference "$2" >/dev/null && digest_of_image "$2" ;;
+  pinned)
+    [[ $# -eq 2 ]] || die "usage: $0 pinned NAME"
+    ref="$(reference "$2")" && digest="$(digest_of_image "$2")" && echo "${ref%:*}@$digest"
+    ;;
   operator-binary) operator_binary ;;
   env) print_env ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 build [NAME...]|list|reference NAME|catalogue|operator-binary|env (try --help)" ;;
+  *) die "usage: $0 build [NAME...]|list|reference NAME|digest NAME|pinned NAME|catalogue|operator-binary|env (try --help)" ;;
 esac
 exit

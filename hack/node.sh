@@ -18,6 +18,10 @@
 #                                    processes run on
 #        hack/node.sh network-down   everything network-up and kube-proxy added
 #        hack/node.sh status         say what runs
+#        hack/node.sh mirror MODE    the registry mirror's mode, for the pulls from then on:
+#                                    by-tag (the default: tags resolve) or by-digest (as a
+#                                    disconnected cluster's digest mirror: only images named by
+#                                    digest can be pulled)
 #        hack/node.sh leftovers      list what the local clusters that no longer run left on
 #                                    this machine (hack/lib/leftovers.sh: their processes,
 #                                    the node's container processes, mounts, cgroups,
@@ -279,6 +283,11 @@ case "${1:-}" in
   stop) stop ;;
   restart) restart "${2:-}" ;;
   status) status ;;
+  mirror)
+    [[ -d "$NODE_DIR/containerd/certs.d" ]] || die "no node in $STATE: start one first"
+    write_registry_hosts "${2:-}"
+    log "the registry mirror now pulls ${2#by-}s$([[ "${2:-}" == by-digest ]] && echo " only")"
+    ;;
   leftovers)
     # shellcheck source=hack/lib/leftovers.sh
     source "$ROOT/hack/lib/leftovers.sh"
@@ -287,6 +296,6 @@ case "${1:-}" in
     [[ -z "$left" ]] || { printf '%s\n' "$left"; exit 1; }
     ;;
   -h | --help | help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}" ;;
-  *) die "usage: $0 network-up|start|stop|restart COMPONENT|network-down|status|leftovers (try --help)" ;;
+  *) die "usage: $0 network-up|start|stop|restart COMPONENT|network-down|status|mirror MODE|leftovers (try --help)" ;;
 esac
 exit

@@ -16,8 +16,9 @@
 # The release manifest is rendered from the pinned module's chart as its release is
 # (scripts/package_release.sh: deploy/chart with deploy/upstream/values.yaml, copied into
 # .tools/olm/), less packageserver's CSV (the packages API) and the operatorhub.io
-# CatalogSource (no internet here), with the images named by tag instead of upstream's
-# digests, which a rebuild cannot match. Subscribing takes a CatalogSource and an
+# CatalogSource (no internet here), with the images those of the OLM and opm rebuilt here
+# (registry.invalid/rebuilt/), named by their own digests as upstream's release names its
+# images by digest. Subscribing takes a CatalogSource and an
 # OperatorGroup of your own (hack/olm-install.sh).
 #
 # Environment:
@@ -82,8 +83,11 @@ start_in_cluster() {
   "$ROOT/hack/tools.sh" olm helm
   "$ROOT/hack/images.sh" build olm opm
   mkdir -p "$OLM_STATE"
-  util_image="$("$ROOT/hack/images.sh" reference olm)"
-  opm_image="$("$ROOT/hack/images.sh" reference opm)"
+  # By digest, as OLM's release manifest names its images: OLM pulls an image named by tag
+  # every time (its bundle unpacker's util and opm containers), which a disconnected
+  # cluster's digest mirror cannot serve.
+  util_image="$("$ROOT/hack/images.sh" pinned olm)"
+  opm_image="$("$ROOT/hack/images.sh" pinned opm)"
   install_crds
   log "applying OLM's release manifest (its chart rendered with images $util_image and $opm_image)"
   release_manifest "$util_image" "$opm_image" |

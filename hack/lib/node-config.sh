@@ -2,28 +2,44 @@
 # the CNI network's, the kubelet's and kube-proxy's, written under the node's directory by
 # hack/node.sh start. Sourced by hack/node.sh (after hack/lib/node-network.sh), never run.
 
+# write_registry_hosts MODE: containerd's registry configuration, a hosts.toml for each
+# mirrored registry host. Each is the local registry, under a path named for the host (its
+# images are stored as HOST/NAME there, so quay.io/x and docker.io/x stay two images), with
+# no fallback to the host itself. Any other host (the `_default` directory stands for a host
+# that has none of its own) resolves to a path of the local registry that holds nothing: an
+# image that is not in the local registry cannot be pulled at all. MODE by-tag: the mirror
+# pulls and resolves tags; by-digest: it only pulls, as a disconnected cluster's digest
+# mirror (an ImageDigestMirrorSet) does, so an image named by tag cannot be pulled and one
+# named by digest can. containerd reads these files at every pull; each is replaced whole
+# (written beside it, then renamed), so no pull ever finds one missing.
+write_registry_hosts() {
+  local mode="$1" capabilities host dir
+  case "$mode" in
+    by-tag) capabilities='"pull", "resolve"' ;;
+    by-digest) capabilities='"pull"' ;;
+    *) die "registry hosts: unknown mode '$mode' (by-tag or by-digest)" ;;
+  esac
+  for host in "${MIRRORED_REGISTRIES[@]}" _default; do
+    dir="$NODE_DIR/containerd/certs.d/$host"
+    mkdir -p "$dir"
+    cat >"$dir/hosts.toml.new" <<EOF
+# $host is pulled from the local registry alone ($REGISTRY, this checkout's), from the
+# images it stores under $(registry_path "$host")/: no fallback to $host itself, no other
+# server. Mode $mode.
+server = "http://$REGISTRY/v2/$(registry_path "$host")"
+override_path = true
+capabilities = [$capabilities]
+EOF
+    mv -f "$dir/hosts.toml.new" "$dir/hosts.toml"
+  done
+}
+
 write_containerd_config() {
   local dir pause
   pause="$("$ROOT/hack/images.sh" reference pause)"
   mkdir -p "$NODE_DIR/containerd" "$NODE_DIR/cni" "$NODE_SOCKETS"
-  # Each mirrored registry host is the local registry, under a path named for the host (its
-  # images are stored as HOST/NAME there, so quay.io/x and docker.io/x stay two images), with
-  # no fallback to the host itself. Any other host (the `_default` directory stands for a host
-  # that has none of its own) resolves to a path of the local registry that holds nothing: an
-  # image that is not in the local registry cannot be pulled at all.
   rm -rf "$NODE_DIR/containerd/certs.d"
-  local host
-  for host in "${MIRRORED_REGISTRIES[@]}" _default; do
-    dir="$NODE_DIR/containerd/certs.d/$host"
-    mkdir -p "$dir"
-    cat >"$dir/hosts.toml" <<EOF
-# $host is pulled from the local registry alone ($REGISTRY, this checkout's), from the
-# images it stores under $(registry_path "$host")/: no fallback to $host itself, no other server.
-server = "http://$REGISTRY/v2/$(registry_path "$host")"
-override_path = true
-capabilities = ["pull", "resolve"]
-EOF
-  done
+  write_registry_hosts by-tag
   cat >"$NODE_DIR/containerd/config.toml" <<EOF
 version = 3
 root = "$NODE_DIR/containerd/root"

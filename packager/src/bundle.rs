@@ -51,13 +51,20 @@ impl Options {
     /// The options of this release: Cargo.toml's version, the images under
     /// [`release::REGISTRY`] and the release date as `createdAt`.
     pub fn for_release() -> Self {
+        Self::for_version(
+            release::VERSION,
+            release::release_date().unwrap_or(release::RELEASES[0].1),
+        )
+    }
+
+    /// The options of release `version`, cut on `created_at`: its images under
+    /// [`release::REGISTRY`], by tag (another release's, in the tests of an upgrade).
+    pub fn for_version(version: &str, created_at: &str) -> Self {
         Self {
-            version: release::VERSION.to_string(),
-            images: Images::for_release(release::VERSION),
-            bundle_image: release::bundle_image(release::VERSION),
-            created_at: release::release_date()
-                .unwrap_or(release::RELEASES[0].1)
-                .to_string(),
+            version: version.to_string(),
+            images: Images::for_release(version),
+            bundle_image: release::bundle_image(version),
+            created_at: created_at.to_string(),
         }
     }
 }

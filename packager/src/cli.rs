@@ -12,7 +12,7 @@ use serde_json::json;
 use super::bundle::Options;
 use super::check::{CheckError, check_bundle};
 use super::generate::{GenerateError, Plan};
-use super::pin::{Mirror, PinError, Resolver};
+use super::pin::{self, Mirror};
 use super::release;
 use super::rules::ENFORCERS;
 
@@ -90,11 +90,20 @@ pub fn generate(args: &GenerateArgs) -> ExitCode {
     if let Some(image) = &args.bundle_image {
         options.bundle_image = image.clone();
     }
-    if args.image_digests
-        && let Err(error) = pin_images(&mut options, &args.registry_mirrors)
-    {
-        eprintln!("error: {error}; nothing was written");
-        return ExitCode::from(UNREADABLE);
+    if args.image_digests {
+        let pinned = args
+            .registry_mirrors
+            .iter()
+            .map(|m| m.parse::<Mirror>())
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|mirrors| pin::pin_images(&mut options, &mirrors));
+        match pinned {
+            Ok(said) => said.iter().for_each(|line| eprintln!("{line}")),
+            Err(error) => {
+                eprintln!("error: {error}; nothing was written");
+                return ExitCode::from(UNREADABLE);
+            }
+        }
     }
     if let Ok(epoch) = std::env::var("SOURCE_DATE_EPOCH") {
         match release::created_at_from_epoch(&epoch) {
@@ -130,40 +139,6 @@ pub fn generate(args: &GenerateArgs) -> ExitCode {
             ExitCode::from(UNREADABLE)
         }
     }
-}
-
-/// Names every image of `options` by digest (the bundle image only when its registry has it),
-/// asking the mirrors given for their hosts; says on standard error what each became.
-fn pin_images(options: &mut Options, mirrors: &[String]) -> Result<(), PinError> {
-    let mirrors = mirrors
-        .iter()
-        .map(|m| m.parse::<Mirror>())
-        .collect::<Result<Vec<_>, _>>()?;
-    // The registry client speaks TLS through rustls with ring, as the operator does.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| PinError::Client(e.to_string()))?;
-    runtime.block_on(async {
-        let resolver = Resolver::new(mirrors)?;
-        for (name, image) in options.images.named_mut() {
-            let pinned = resolver.pin(image).await?;
-            eprintln!("pinned {name}: {image} -> {pinned}");
-            *image = pinned;
-        }
-        match resolver.pin(&options.bundle_image).await {
-            Ok(pinned) => {
-                eprintln!("pinned the bundle: {} -> {pinned}", options.bundle_image);
-                options.bundle_image = pinned;
-            }
-            Err(error) => eprintln!(
-                "warning: the catalog names the bundle image by tag ({error}): push the bundle \
-                 image, then generate again to pin it"
-            ),
-        }
-        Ok(())
-    })
 }
 
 /// Runs `check-bundle`.

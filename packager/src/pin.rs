@@ -14,6 +14,7 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
+use super::bundle::Options;
 use super::images;
 
 /// Why a reference could not be pinned.
@@ -171,6 +172,45 @@ impl Resolver {
             parsed.repository()
         ))
     }
+}
+
+/// Names every image of `options` by digest, asking the mirrors given for their hosts: the
+/// operator's, memcached's and the exporter's, or nothing if one cannot be resolved; and the
+/// bundle image, when its registry has it (a release's bundle image exists only once the
+/// bundle is built, so a first generation names it by tag). Returns what it says of each, a
+/// line each: what it was pinned to, or a warning for the bundle image.
+pub fn pin_images(options: &mut Options, mirrors: &[Mirror]) -> Result<Vec<String>, PinError> {
+    // The registry client speaks TLS through rustls with ring, as the operator does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PinError::Client(e.to_string()))?;
+    runtime.block_on(async {
+        let resolver = Resolver::new(mirrors.to_vec())?;
+        let mut said = Vec::new();
+        let mut images = options.images.clone();
+        for (name, image) in images.named_mut() {
+            let pinned = resolver.pin(image).await?;
+            said.push(format!("pinned {name}: {image} -> {pinned}"));
+            *image = pinned;
+        }
+        options.images = images;
+        match resolver.pin(&options.bundle_image).await {
+            Ok(pinned) => {
+                said.push(format!(
+                    "pinned the bundle: {} -> {pinned}",
+                    options.bundle_image
+                ));
+                options.bundle_image = pinned;
+            }
+            Err(error) => said.push(format!(
+                "warning: the catalog names the bundle image by tag ({error}): push the bundle \
+                 image, then generate again to pin it"
+            )),
+        }
+        Ok(said)
+    })
 }
 
 #[cfg(test)]

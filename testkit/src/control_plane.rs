@@ -212,6 +212,27 @@ impl ControlPlane {
         self.state.path()
     }
 
+    /// Sets the node's registry mirror to `mode` for the pulls from then on
+    /// (`hack/node.sh mirror`): `by-tag`, or `by-digest`, where only images named by digest
+    /// can be pulled, as through a disconnected cluster's digest mirror. Blocks briefly.
+    pub fn node_mirror(&self, mode: &str) -> Result<(), String> {
+        let script = repository::hack("node.sh");
+        let output = Command::new(&script)
+            .args(["mirror", mode])
+            .env("CONTROL_PLANE_DIR", self.state.path())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} mirror {mode}: {}",
+                script.display(),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
     /// The API server's audit log, when it was started with an audit policy.
     pub fn audit_log(&self) -> PathBuf {
         self.state.path().join("logs/audit.log")

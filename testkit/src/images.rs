@@ -54,6 +54,16 @@ pub fn release_reference(release: Release<'_>, name: &str) -> Result<String, Str
     images_sh(Some(release), &["reference", name])
 }
 
+/// The digest the local registry gives image `name` (`hack/images.sh digest`), `sha256:...`.
+pub fn digest(name: &str) -> Result<String, String> {
+    images_sh(None, &["digest", name])
+}
+
+/// The digest the local registry gives image `name` of `release`.
+pub fn release_digest(release: Release<'_>, name: &str) -> Result<String, String> {
+    images_sh(Some(release), &["digest", name])
+}
+
 /// Builds and pushes this repository's images `names` (`hack/images.sh build`). Blocks for as
 /// long as the build takes.
 pub fn build(names: &[&str]) -> Result<(), String> {
@@ -71,6 +81,24 @@ fn build_for(release: Option<Release<'_>>, names: &[&str]) -> Result<(), String>
     let mut args = vec!["build"];
     args.extend_from_slice(names);
     images_sh(release, &args).map(|_| ())
+}
+
+/// This checkout's registry, `ADDRESS:PORT` (`hack/registry.sh address`).
+pub fn registry_address() -> Result<String, String> {
+    let script = repository::hack("registry.sh");
+    let output = Command::new(&script)
+        .arg("address")
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", script.display()))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{} address: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
 }
 
 /// Every image `hack/images.sh` builds: `(name, reference)` (`hack/images.sh list`).

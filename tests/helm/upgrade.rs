@@ -26,12 +26,7 @@ const CHART: &str = "charts/memcached-operator";
 
 /// Writes the next release's chart below `dir`; returns its folder.
 fn render_next_chart(dir: &Path) -> std::path::PathBuf {
-    let options = Options {
-        version: NEXT.to_string(),
-        image: release::operator_image(NEXT),
-        bundle_image: release::bundle_image(NEXT),
-        created_at: "2026-11-24T00:00:00Z".to_string(),
-    };
+    let options = Options::for_version(NEXT, "2026-11-24T00:00:00Z");
     let files = Plan::new(options)
         .and_then(|plan| plan.render())
         .expect("the next release renders");

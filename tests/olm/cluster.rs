@@ -175,3 +175,24 @@ pub fn release_image(dir: &std::path::Path, version: &str, name: &str) -> String
     let release = testkit::images::Release { dir, version };
     testkit::images::release_reference(release, name).unwrap_or_else(|error| panic!("{error}"))
 }
+
+/// Writes what the images of the release `options` describe are built from below `dir`: its
+/// bundle and catalog, and the Dockerfiles of their images, as `memcached-packager generate`
+/// writes them.
+pub fn write_release(options: &memcached_packager::bundle::Options, dir: &std::path::Path) {
+    let files = memcached_packager::generate::Plan::new(options.clone())
+        .and_then(|plan| plan.render())
+        .expect("the release renders");
+    for path in files.paths() {
+        let image_input = path.starts_with("bundle/")
+            || path.starts_with("catalog/")
+            || path == "bundle.Dockerfile"
+            || path == "catalog.Dockerfile";
+        if !image_input {
+            continue;
+        }
+        let target = dir.join(path);
+        std::fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(&target, files.get(path).expect("content")).expect("write");
+    }
+}

@@ -12,7 +12,8 @@
 //! (the replicas OLM then rolls out are the ones the later scenarios use), the RBAC check of
 //! the operator's logs after everything else made the operator work, then `check-bundle`'s
 //! verdicts against OLM's on bundle variants, then OLM's certificate rotation and the upgrade,
-//! and the uninstall last. A plain `cargo test` lists them as ignored (they need .tools and
+//! the uninstall, and last a release pinned by digest installed through a mirror that serves
+//! digests only. A plain `cargo test` lists them as ignored (they need .tools and
 //! root); `make test` runs them with `--ignored`.
 
 mod api;
@@ -21,6 +22,7 @@ mod install;
 mod leader;
 mod lifecycle;
 mod operand;
+mod pinned;
 mod pod_security;
 mod proxy;
 mod rbac;
@@ -47,6 +49,7 @@ fn main() {
         lifecycle::olm_rotates_the_certificate_under_continuous_writes,
         upgrade::upgrading_to_the_next_release_keeps_every_object_and_write,
         lifecycle::uninstalling_leaves_the_crd_and_memcacheds_with_conversion_turned_off,
+        pinned::a_release_pinned_by_digest_installs_through_a_digest_only_mirror,
     ];
     testkit::scenarios::run(|| async { Env::start().await }, scenarios);
 }

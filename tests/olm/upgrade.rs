@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memcached_packager::bundle::Options;
-use memcached_packager::generate::Plan;
 use memcached_packager::release;
 use testkit::repository;
 
-use crate::cluster::{Env, WAIT, build_release_images, eventually, release_image};
+use crate::cluster::{Env, WAIT, build_release_images, eventually, release_image, write_release};
 use testkit::writer::Writer;
 
 /// The release the scenario upgrades to.
@@ -53,32 +52,6 @@ fn stored_specs(env: &Env, namespace: &str) -> Vec<(String, String)> {
     specs
 }
 
-/// Writes the next release's bundle and catalog, and the Dockerfiles of their images, below
-/// `dir`.
-fn render_next_release(dir: &Path) {
-    let options = Options {
-        version: NEXT.to_string(),
-        image: release::operator_image(NEXT),
-        bundle_image: release::bundle_image(NEXT),
-        created_at: "2026-11-24T00:00:00Z".to_string(),
-    };
-    let files = Plan::new(options)
-        .and_then(|plan| plan.render())
-        .expect("the next release renders");
-    for path in files.paths() {
-        let image_input = path.starts_with("bundle/")
-            || path.starts_with("catalog/")
-            || path == "bundle.Dockerfile"
-            || path == "catalog.Dockerfile";
-        if !image_input {
-            continue;
-        }
-        let target = dir.join(path);
-        std::fs::create_dir_all(target.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(&target, files.get(path).expect("content")).expect("write");
-    }
-}
-
 pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc<Env>) {
     let from = env.current_csv();
     let namespace = env.create_namespace("olm-upgrade").await;
@@ -96,7 +69,10 @@ pub async fn upgrading_to_the_next_release_keeps_every_object_and_write(env: Arc
 
     // The next release, and its images in the registry the node pulls from.
     let dir = tempfile::tempdir().expect("a directory");
-    render_next_release(dir.path());
+    write_release(
+        &Options::for_version(NEXT, "2026-11-24T00:00:00Z"),
+        dir.path(),
+    );
     build_release_images(dir.path(), NEXT, &["operator", "bundle", "catalog"]).await;
     assert_eq!(
         release_image(dir.path(), NEXT, "operator"),
