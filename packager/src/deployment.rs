@@ -300,9 +300,16 @@ pub fn spec(images: &Images) -> DeploymentSpec {
 mod tests {
     use super::*;
 
+    fn example() -> Images {
+        Images {
+            operator: "example.com/operator:v1".to_string(),
+            ..Images::for_release("1.0.0")
+        }
+    }
+
     #[test]
     fn the_security_context_fits_restricted_v2_without_a_fixed_user() {
-        let spec = spec("example.com/operator:v1");
+        let spec = spec(&example());
         let pod = spec.template.spec.expect("pod spec");
         let pod_ctx = pod.security_context.expect("pod security context");
         assert_eq!(pod_ctx.run_as_non_root, Some(true));
@@ -384,7 +391,7 @@ mod tests {
 
     #[test]
     fn the_container_listens_on_the_operator_ports() {
-        let c = container("example.com/operator:v1");
+        let c = container(&example());
         let ports: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
         assert_eq!(ports, vec![9443, 8081, 8443]);
         assert_eq!(c.name, operator::CONTAINER_NAME);
@@ -392,7 +399,7 @@ mod tests {
 
     #[test]
     fn metrics_are_secure_with_the_certificate_of_an_optional_secret() {
-        let spec = spec("example.com/operator:v1");
+        let spec = spec(&example());
         let pod = spec.template.spec.expect("pod spec");
         let args = pod.containers[0].args.clone().expect("args");
         assert!(

@@ -18,7 +18,6 @@ use super::schema::{
     boolean, closed, decimal, integer, kubernetes, kubernetes_list, non_empty, one_of, string,
     string_map,
 };
-use memcached_operator::operator;
 
 /// One setting: a leaf, or a group of settings.
 #[derive(Clone, Debug)]
