@@ -7,7 +7,6 @@
 //! objects stored before it come through with the same spec, byte for byte. The new CSV gets a
 //! new CA from OLM, so the writes meet the same certificate switch as a rotation.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
