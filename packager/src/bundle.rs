@@ -21,8 +21,8 @@ use super::csv::{
     RelatedImage, StrategyDeploymentPermissions, StrategyDetailsDeployment, WebhookDescription,
 };
 use super::files::{Files, FilesError};
-use super::monitoring::{self, METRICS_READER_ROLE_NAME, METRICS_SERVICE_NAME};
 use super::images::Images;
+use super::monitoring::{self, METRICS_READER_ROLE_NAME, METRICS_SERVICE_NAME};
 use super::{deployment, descriptors, network_policy, release, samples};
 use memcached_operator::webhook::{self, WebhookKind};
 use memcached_operator::{api, operator, rbac};
@@ -189,7 +189,10 @@ pub fn cluster_service_version(
             release::CAPABILITIES.to_string(),
         ),
         ("categories".to_string(), release::CATEGORIES.to_string()),
-        ("containerImage".to_string(), options.images.operator.clone()),
+        (
+            "containerImage".to_string(),
+            options.images.operator.clone(),
+        ),
         ("createdAt".to_string(), options.created_at.clone()),
         (
             "description".to_string(),

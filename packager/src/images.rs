@@ -87,7 +87,10 @@ pub fn parts(reference: &str) -> Parts<'_> {
 /// Whether `digest` is a sha256 digest as registries give them.
 pub fn is_digest(digest: &str) -> bool {
     digest.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
@@ -132,7 +135,10 @@ mod tests {
     #[test]
     fn only_a_release_whose_every_image_has_a_digest_is_by_digest() {
         let mut images = Images::for_release("0.1.0");
-        assert!(!images.all_by_digest(), "the release names its images by tag");
+        assert!(
+            !images.all_by_digest(),
+            "the release names its images by tag"
+        );
         images.operator = format!("quay.io/org/operator@{DIGEST}");
         images.memcached = format!("docker.io/library/memcached@{DIGEST}");
         assert!(!images.all_by_digest(), "the exporter is still by tag");

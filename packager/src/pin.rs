@@ -219,7 +219,9 @@ mod tests {
 
     #[test]
     fn a_mirror_is_a_host_and_an_http_or_https_url_with_an_optional_path() {
-        let mirror: Mirror = "quay.io=http://127.0.0.1:5000/quay.io".parse().expect("a mirror");
+        let mirror: Mirror = "quay.io=http://127.0.0.1:5000/quay.io"
+            .parse()
+            .expect("a mirror");
         assert_eq!(
             mirror,
             Mirror {
@@ -229,7 +231,9 @@ mod tests {
                 plain_http: true,
             }
         );
-        let mirror: Mirror = "docker.io=https://mirror.example/".parse().expect("a mirror");
+        let mirror: Mirror = "docker.io=https://mirror.example/"
+            .parse()
+            .expect("a mirror");
         assert_eq!((mirror.prefix.as_str(), mirror.plain_http), ("", false));
         for (text, why) in [
             ("quay.io", "no '='"),
@@ -238,7 +242,10 @@ mod tests {
             ("quay.io=http://", "no host"),
         ] {
             let error = text.parse::<Mirror>().expect_err(text).to_string();
-            assert!(error.contains(why) && error.contains(text), "{text}: {error}");
+            assert!(
+                error.contains(why) && error.contains(text),
+                "{text}: {error}"
+            );
         }
     }
 

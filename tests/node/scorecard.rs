@@ -85,16 +85,27 @@ pub async fn scorecard_passes_every_test_of_the_shipped_configuration(env: Arc<E
         )
         .expect("kubectl runs");
     assert!(pulled.success, "kubectl get events: {}", pulled.stderr);
-    eprintln!("the node's image events in namespace scorecard:\n{}", pulled.stdout);
+    eprintln!(
+        "the node's image events in namespace scorecard:\n{}",
+        pulled.stdout
+    );
     let busybox = image_reference("busybox");
-    let events: Vec<&str> = pulled.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    let events: Vec<&str> = pulled
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     assert!(
-        events.iter().any(|event| event.contains(&format!("\"{rebuilt}\""))),
+        events
+            .iter()
+            .any(|event| event.contains(&format!("\"{rebuilt}\""))),
         "a test pod ran {rebuilt}: {events:#?}"
     );
     assert!(
-        events.iter().all(|event| event.contains(&format!("\"{rebuilt}\""))
-            || event.contains(&format!("\"{busybox}\""))),
+        events
+            .iter()
+            .all(|event| event.contains(&format!("\"{rebuilt}\""))
+                || event.contains(&format!("\"{busybox}\""))),
         "the test pods ran nothing but {rebuilt} and {busybox}: {events:#?}"
     );
 }

@@ -43,7 +43,9 @@ impl Drop for ByTagAgain<'_> {
     }
 }
 
-fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> tokio::task::JoinHandle<T> {
+fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
     tokio::task::spawn_blocking(f)
 }
 
@@ -135,9 +137,15 @@ fn image_events(env: &Env, namespace: &str, pods: Option<&[String]>) -> Vec<Stri
                 .then_some(event)
         })
         .filter(|line| {
-            ["Pulling:", "Pulled:", "Failed:", "ErrImagePull:", "BackOff:"]
-                .iter()
-                .any(|reason| line.starts_with(reason))
+            [
+                "Pulling:",
+                "Pulled:",
+                "Failed:",
+                "ErrImagePull:",
+                "BackOff:",
+            ]
+            .iter()
+            .any(|reason| line.starts_with(reason))
         })
         .map(str::to_string)
         .collect()
@@ -147,13 +155,28 @@ fn image_events(env: &Env, namespace: &str, pods: Option<&[String]>) -> Vec<Stri
 /// and the CatalogSource of the catalog by tag, whose registry pod OLM pulls by tag.
 fn remove_install(env: &Env) {
     let (ok, _, stderr) = env.kubectl(
-        &["delete", "catalogsource", "memcached-operator", "-n", "olm", "--ignore-not-found"],
+        &[
+            "delete",
+            "catalogsource",
+            "memcached-operator",
+            "-n",
+            "olm",
+            "--ignore-not-found",
+        ],
         None,
     );
     assert!(ok, "kubectl delete catalogsource: {stderr}");
     let namespace = &env.installed.namespace;
     let (_, csvs, _) = env.kubectl(
-        &["get", "csv", "-n", namespace, "-o", "name", "--ignore-not-found"],
+        &[
+            "get",
+            "csv",
+            "-n",
+            namespace,
+            "-o",
+            "name",
+            "--ignore-not-found",
+        ],
         None,
     );
     let (ok, _, stderr) = env.kubectl(
@@ -180,7 +203,8 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
     eprintln!("{}", said.join("\n"));
     assert!(options.images.all_by_digest(), "{:?}", options.images);
     assert!(
-        said.iter().any(|line| line.starts_with("warning: the catalog names the bundle")),
+        said.iter()
+            .any(|line| line.starts_with("warning: the catalog names the bundle")),
         "the bundle image is not built yet: {said:?}"
     );
     let dir = tempfile::tempdir().expect("a directory");
@@ -219,8 +243,8 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
             testkit::images::repository_of(&release_image(&path, PINNED, "catalog")),
             testkit::images::release_digest(release, "catalog").unwrap_or_else(|e| panic!("{e}")),
         );
-        let bundle = testkit::images::release_digest(release, "bundle")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let bundle =
+            testkit::images::release_digest(release, "bundle").unwrap_or_else(|e| panic!("{e}"));
         (
             [
                 digest("operator"),
@@ -240,7 +264,10 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
         options.bundle_image.as_str(),
     ];
     for (image, digest) in pinned.iter().zip(&digests) {
-        assert!(image.ends_with(&format!("@{digest}")), "{image}: the registry gives {digest}");
+        assert!(
+            image.ends_with(&format!("@{digest}")),
+            "{image}: the registry gives {digest}"
+        );
     }
 
     // From here the node pulls digests only.
@@ -257,15 +284,27 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
         .await
         .expect("a digest")
         .unwrap_or_else(|e| panic!("{e}"));
-    let by_digest = format!("{}@{busybox_digest}", testkit::images::repository_of(&busybox));
-    for (name, image) in [("by-tag", busybox.as_str()), ("by-digest", by_digest.as_str())] {
+    let by_digest = format!(
+        "{}@{busybox_digest}",
+        testkit::images::repository_of(&busybox)
+    );
+    for (name, image) in [
+        ("by-tag", busybox.as_str()),
+        ("by-digest", by_digest.as_str()),
+    ] {
         let (ok, _, stderr) = env.kubectl(
             &["apply", "-n", &probes, "-f", "-"],
             Some(&pull_probe(name, image).to_string()),
         );
         assert!(ok, "kubectl apply pod {name}: {stderr}");
     }
-    let refused = container_reason(&env, &probes, "by-tag", &["ErrImagePull", "ImagePullBackOff"]).await;
+    let refused = container_reason(
+        &env,
+        &probes,
+        "by-tag",
+        &["ErrImagePull", "ImagePullBackOff"],
+    )
+    .await;
     let pulled = container_reason(&env, &probes, "by-digest", &["Completed"]).await;
     eprintln!("figures: through the digest-only mirror, {busybox} {refused}, its digest {pulled}");
 
@@ -308,13 +347,25 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
     let (ok, _, stderr) = env.kubectl(&["apply", "-f", "-"], Some(&subscription));
     assert!(ok, "kubectl apply the Subscription: {stderr}");
     let csv_name = release::csv_name(release::VERSION);
-    eventually(&format!("{csv_name} Succeeded from the pinned catalog"), Duration::from_secs(300), || async {
-        let (_, phase, _) = env.kubectl(
-            &["get", "csv", &csv_name, "-n", &namespace, "-o", "jsonpath={.status.phase}"],
-            None,
-        );
-        (phase.trim() == "Succeeded").then_some(())
-    })
+    eventually(
+        &format!("{csv_name} Succeeded from the pinned catalog"),
+        Duration::from_secs(300),
+        || async {
+            let (_, phase, _) = env.kubectl(
+                &[
+                    "get",
+                    "csv",
+                    &csv_name,
+                    "-n",
+                    &namespace,
+                    "-o",
+                    "jsonpath={.status.phase}",
+                ],
+                None,
+            );
+            (phase.trim() == "Succeeded").then_some(())
+        },
+    )
     .await;
     let (_, disconnected, _) = env.kubectl(
         &[
@@ -328,20 +379,32 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
         ],
         None,
     );
-    assert_eq!(disconnected.trim(), "true", "the pinned CSV says disconnected");
+    assert_eq!(
+        disconnected.trim(),
+        "true",
+        "the pinned CSV says disconnected"
+    );
     // The Deployment OLM writes for the pinned CSV (the one before is garbage collected).
-    let container = eventually("the operator's Deployment naming the pinned image", WAIT, || async {
-        let deployment = env.deployment().await;
-        let ready = deployment.status.as_ref()?.ready_replicas? == 2;
-        let container = deployment
-            .spec
-            .and_then(|s| s.template.spec)
-            .and_then(|s| s.containers.into_iter().next())?;
-        (ready && container.image.as_deref() == Some(options.images.operator.as_str()))
-            .then_some(container)
-    })
+    let container = eventually(
+        "the operator's Deployment naming the pinned image",
+        WAIT,
+        || async {
+            let deployment = env.deployment().await;
+            let ready = deployment.status.as_ref()?.ready_replicas? == 2;
+            let container = deployment
+                .spec
+                .and_then(|s| s.template.spec)
+                .and_then(|s| s.containers.into_iter().next())?;
+            (ready && container.image.as_deref() == Some(options.images.operator.as_str()))
+                .then_some(container)
+        },
+    )
     .await;
-    for variable in ["RELATED_IMAGE_MEMCACHED", "RELATED_IMAGE_MEMCACHED_EXPORTER", "RELATED_IMAGE_CERT_REFRESHER"] {
+    for variable in [
+        "RELATED_IMAGE_MEMCACHED",
+        "RELATED_IMAGE_MEMCACHED_EXPORTER",
+        "RELATED_IMAGE_CERT_REFRESHER",
+    ] {
         let value = container
             .env
             .iter()
@@ -367,7 +430,11 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
         .await
         .expect("create");
     let spec = serde_json::to_value(&created.spec).expect("JSON");
-    assert_eq!(spec["image"], json!(options.images.memcached), "defaulted to the pinned operand");
+    assert_eq!(
+        spec["image"],
+        json!(options.images.memcached),
+        "defaulted to the pinned operand"
+    );
     assert_eq!(
         spec["monitoring"]["exporterImage"],
         json!(options.images.exporter),
@@ -384,7 +451,10 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
     })
     .await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &cache);
-    let pod = pods.get(&format!("{NAME}-0")).await.expect("the server's pod");
+    let pod = pods
+        .get(&format!("{NAME}-0"))
+        .await
+        .expect("the server's pod");
     let spec = pod.spec.expect("a pod spec");
     let images: Vec<String> = spec
         .init_containers
@@ -404,24 +474,34 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
         .await
         .into_iter()
         .filter(|p| {
-            p.spec.as_ref().and_then(|s| s.containers.first()?.image.as_deref())
+            p.spec
+                .as_ref()
+                .and_then(|s| s.containers.first()?.image.as_deref())
                 == Some(options.images.operator.as_str())
         })
         .filter_map(|p| p.metadata.name)
         .collect();
-    assert_eq!(operator_pods.len(), 2, "two pods of the pinned operator: {operator_pods:?}");
+    assert_eq!(
+        operator_pods.len(),
+        2,
+        "two pods of the pinned operator: {operator_pods:?}"
+    );
     let events: Vec<String> = image_events(&env, &namespace, Some(&operator_pods))
         .into_iter()
         .chain(image_events(&env, &cache, None))
         .collect();
     eprintln!("the kubelet's image events:\n{}", events.join("\n"));
     assert!(
-        events.iter().any(|e| e.starts_with("Pulled:") || e.starts_with("Pulling:")),
+        events
+            .iter()
+            .any(|e| e.starts_with("Pulled:") || e.starts_with("Pulling:")),
         "the kubelet reported its images: {events:?}"
     );
     assert!(
-        events.iter().all(|e| (e.starts_with("Pulled:") || e.starts_with("Pulling:"))
-            && e.contains("@sha256:")),
+        events
+            .iter()
+            .all(|e| (e.starts_with("Pulled:") || e.starts_with("Pulling:"))
+                && e.contains("@sha256:")),
         "every image event names a digest, and none failed: {events:?}"
     );
 }

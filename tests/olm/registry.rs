@@ -61,5 +61,8 @@ pub async fn the_local_registry_holds_no_rebuild_under_an_upstream_name(_env: Ar
         .iter()
         .filter(|repository| repository.starts_with("registry.invalid/rebuilt/"))
         .count();
-    assert!(rebuilt >= 4, "opm, olm, memcached-exporter and scorecard-test are rebuilt: {stored:?}");
+    assert!(
+        rebuilt >= 4,
+        "opm, olm, memcached-exporter and scorecard-test are rebuilt: {stored:?}"
+    );
 }

@@ -53,8 +53,8 @@ fn chart_yaml(options: &Options) -> Value {
         .images
         .named()
         .iter()
-    .map(|(name, image)| json!({"name": name, "image": image}))
-    .collect();
+        .map(|(name, image)| json!({"name": name, "image": image}))
+        .collect();
     json!({
         "apiVersion": "v2",
         "name": CHART_NAME,

@@ -43,8 +43,14 @@ fn pinned_images_are_named_by_digest_everywhere_and_the_csv_says_disconnected() 
         .map(|(_, text)| serde_saphyr::from_str(text).expect("YAML"))
         .expect("a CSV");
     let annotations = &csv["metadata"]["annotations"];
-    assert_eq!(annotations["features.operators.openshift.io/disconnected"], "true");
-    assert_eq!(annotations["containerImage"], options.images.operator.as_str());
+    assert_eq!(
+        annotations["features.operators.openshift.io/disconnected"],
+        "true"
+    );
+    assert_eq!(
+        annotations["containerImage"],
+        options.images.operator.as_str()
+    );
     let related: Vec<&str> = csv["spec"]["relatedImages"]
         .as_array()
         .expect("relatedImages")
@@ -52,10 +58,13 @@ fn pinned_images_are_named_by_digest_everywhere_and_the_csv_says_disconnected() 
         .filter_map(|r| r["image"].as_str())
         .collect();
     for (_, image) in options.images.named() {
-        assert!(related.contains(&image), "relatedImages names {image}: {related:?}");
+        assert!(
+            related.contains(&image),
+            "relatedImages names {image}: {related:?}"
+        );
     }
-    let container = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
-        ["containers"][0];
+    let container = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["containers"]
+        [0];
     assert_eq!(container["image"], options.images.operator.as_str());
     for variable in [
         "RELATED_IMAGE_MEMCACHED",
@@ -76,7 +85,10 @@ fn pinned_images_are_named_by_digest_everywhere_and_the_csv_says_disconnected() 
         .filter(|(path, _)| path.starts_with("catalog/"))
         .map(|(_, text)| text)
         .collect::<String>();
-    assert!(catalog.contains(&options.bundle_image), "the catalog names the pinned bundle");
+    assert!(
+        catalog.contains(&options.bundle_image),
+        "the catalog names the pinned bundle"
+    );
     let values = files
         .get("charts/memcached-operator/values.yaml")
         .expect("the chart's values");
