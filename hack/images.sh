@@ -24,9 +24,9 @@
 #   operator   Dockerfile, unchanged, with BASE_IMAGE = ubi-micro (below) and the release
 #              binary for x86_64-unknown-linux-musl (jemalloc), built first
 #   bundle     bundle.Dockerfile, unchanged, in RELEASE_DIR
-#   catalog    catalog.Dockerfile, unchanged, in RELEASE_DIR, with its FROM (the release's
-#              quay.io/operator-framework/opm) replaced by the opm rebuild below (buildah --from,
-#              as a user builds on a mirrored base)
+#   catalog    catalog.Dockerfile, unchanged, in RELEASE_DIR, with its build argument OPM_IMAGE
+#              (default: the release's quay.io/operator-framework/opm) the opm rebuild below, as
+#              a user builds on a mirrored base
 #   opm        REBUILD of the release's quay.io/operator-framework/opm: opm (.tools/bin/opm,
 #              built from the pin) and grpc_health_probe, under rebuilt/
 #   olm        REBUILD of the release's quay.io/operator-framework/olm: OLM's olm, catalog, cpb
@@ -167,8 +167,7 @@ digest_of() { (cd "$RELEASE_DIR" && find "$@" -type f -print0 | sort -z | xargs 
 # are recorded; one a reference, so two releases' images do not rebuild each other.
 stamp_at() { echo "$STAMPS/${1//[\/:]/_}"; }
 
-# build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud (with BUILD_FROM,
-# when set, in place of the Dockerfile's first FROM: buildah's --from), then push,
+# build_image NAME DOCKERFILE CONTEXT INPUT-DIGEST [BUILD-ARG...]: buildah bud, then push,
 # unless the registry holds the image and its stamp says the same inputs built it. The image
 # goes out as an index (a manifest list) of its one platform, linux/amd64, as a multi-arch
 # release's images do: what reads an image's platforms (operator-sdk's multiarch validator,
@@ -179,15 +178,14 @@ build_image() {
   ref="$(reference "$name")"
   at="$(in_registry "$ref")"
   stamp_file="$(stamp_at "$at")"
-  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" "$PUSHED_AS" "${BUILD_FROM:-}" | sha256sum | cut -c1-32)"
+  stamp="$(printf '%s\n' "$inputs" "$(sha256sum <"$dockerfile")" "$@" "$at" "$PUSHED_AS" | sha256sum | cut -c1-32)"
   if [[ -f "$stamp_file" && "$(<"$stamp_file")" == "$stamp" ]] && present "$at"; then
     log "$name: up to date ($ref)"
     return 0
   fi
   local arg
   for arg in "$@"; do args+=(--build-arg "$arg"); done
-  [[ -z "${BUILD_FROM:-}" ]] || args+=(--from "$BUILD_FROM")
-  log "$name: building $ref from ${dockerfile#"$ROOT"/}${BUILD_FROM:+ on $BUILD_FROM}"
+  log "$name: building $ref from ${dockerfile#"$ROOT"/}${*:+ ($*)}"
   rm -f "$stamp_file"
   local index="localhost/index/$name"
   buildah_ manifest rm "$index" >/dev/null 2>&1 || true
@@ -281,8 +279,9 @@ build_one() {
       ;;
     catalog)
       build_one opm
-      BUILD_FROM="$(reference opm)" build_image catalog "$RELEASE_DIR/catalog.Dockerfile" "$RELEASE_DIR" \
-        "$(digest_of catalog) $(<"$(stamp_at "$(in_registry "$(reference opm)")")")"
+      build_image catalog "$RELEASE_DIR/catalog.Dockerfile" "$RELEASE_DIR" \
+        "$(digest_of catalog) $(<"$(stamp_at "$(in_registry "$(reference opm)")")")" \
+        "OPM_IMAGE=$(reference opm)"
       ;;
     memcached)
       "$ROOT/hack/tools.sh" memcached
