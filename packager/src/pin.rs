@@ -191,12 +191,19 @@ pub fn pin_images(options: &mut Options, mirrors: &[Mirror]) -> Result<Vec<Strin
         let mut said = Vec::new();
         let mut images = options.images.clone();
         for (name, image) in images.named_mut() {
+            if images::parts(image).digest.is_some() {
+                said.push(format!("kept {name}: {image} (named by digest already)"));
+                continue;
+            }
             let pinned = resolver.pin(image).await?;
             said.push(format!("pinned {name}: {image} -> {pinned}"));
             *image = pinned;
         }
         options.images = images;
         match resolver.pin(&options.bundle_image).await {
+            Ok(pinned) if pinned == options.bundle_image => said.push(format!(
+                "kept the bundle: {pinned} (named by digest already)"
+            )),
             Ok(pinned) => {
                 said.push(format!(
                     "pinned the bundle: {} -> {pinned}",

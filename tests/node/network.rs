@@ -188,37 +188,60 @@ pub async fn the_node_keeps_pod_traffic_on_this_machine(env: Arc<Env>) {
         "{SERVICE_CIDR} is routed onto {BRIDGE}: {route}"
     );
 
-    // containerd's only registry is the local one: `_default` stands for every host without a
-    // directory of its own, and there is no other.
+    // containerd's only registry is the local one: each mirrored host's directory, and
+    // `_default`, which stands for every host without a directory of its own, name it alone,
+    // under a path of its own, with no fallback to the host.
     let certs = env
         .plane
         .state_dir()
         .join("kubelet-node/containerd/certs.d");
-    let hosts: Vec<_> = std::fs::read_dir(&certs)
+    let mut hosts: Vec<_> = std::fs::read_dir(&certs)
         .expect("containerd's registry configuration")
         .filter_map(Result::ok)
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(hosts, vec!["_default".to_string()], "{}", certs.display());
-    let default = std::fs::read_to_string(certs.join("_default/hosts.toml")).expect("hosts.toml");
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [
+            "_default",
+            "docker.io",
+            "quay.io",
+            "registry.access.redhat.com",
+            "registry.invalid",
+            "registry.k8s.io"
+        ],
+        "{}",
+        certs.display()
+    );
     let registry = host(
         &testkit::repository::hack("registry.sh").to_string_lossy(),
         &["address"],
     );
     let registry = registry.trim();
-    assert!(
-        registry.starts_with("127.")
-            && default.contains(&format!("server = \"http://{registry}\"")),
-        "every host is served by the local registry {registry}: {default}"
-    );
-    let servers: Vec<_> = default
-        .lines()
-        .filter(|line| line.contains("http"))
-        .collect();
-    assert!(
-        servers.iter().all(|line| line.contains(registry)),
-        "no other server: {servers:#?}"
-    );
+    assert!(registry.starts_with("127."), "{registry}");
+    for name in &hosts {
+        let file =
+            std::fs::read_to_string(certs.join(name).join("hosts.toml")).expect("hosts.toml");
+        let path = if name == "_default" {
+            "unmirrored"
+        } else {
+            name.as_str()
+        };
+        assert!(
+            file.contains(&format!("server = \"http://{registry}/v2/{path}\""))
+                && file.contains("override_path = true"),
+            "{name} is served by the local registry {registry} under /v2/{path}: {file}"
+        );
+        let servers: Vec<_> = file
+            .lines()
+            .filter(|line| !line.starts_with('#') && line.contains("http"))
+            .collect();
+        assert!(
+            servers.len() == 1 && servers.iter().all(|line| line.contains(registry)),
+            "{name}: no other server, no host of its own: {servers:#?}"
+        );
+    }
 
     // Pod Security: `baseline` enforced wherever a namespace does not say otherwise.
     let admission = std::fs::read_to_string(env.plane.state_dir().join("admission.yaml"))
