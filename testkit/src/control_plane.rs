@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use memcached_operator::api::v1beta1::Memcached;
 use tempfile::TempDir;
 
 use crate::repository;
@@ -406,6 +407,39 @@ pub async fn create_namespace(client: &Client, name: &str) -> String {
         Err(error) => panic!("cannot create namespace {name}: {error}"),
     }
     name.to_string()
+}
+
+/// Waits up to `wait` until Memcached `namespace/name` is Available, with `servers` servers
+/// when given; returns its `status.servers`.
+///
+/// # Panics
+/// If it is not within `wait` (`scenarios::eventually`).
+pub async fn memcached_available(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    servers: Option<usize>,
+    wait: std::time::Duration,
+) -> Vec<String> {
+    let api: Api<Memcached> = Api::namespaced(client.clone(), namespace);
+    let count = servers
+        .map(|n| format!(" with {n} servers"))
+        .unwrap_or_default();
+    crate::scenarios::eventually(
+        &format!("Memcached {namespace}/{name} Available{count}"),
+        wait,
+        || async {
+            let status = api.get(name).await.ok()?.status?;
+            let available = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Available" && c.status == "True");
+            let listed = status.servers.unwrap_or_default();
+            (available && servers.is_none_or(|n| listed.len() == n)).then_some(listed)
+        },
+    )
+    .await
 }
 
 /// The pods of Deployment `deployment` in `namespace` (by the name its ReplicaSets give them)

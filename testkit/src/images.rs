@@ -21,23 +21,32 @@ pub struct Release<'a> {
 /// Runs `hack/images.sh` with `args`, for `release` when given; returns what it printed, or
 /// what it said when it failed.
 fn images_sh(release: Option<Release<'_>>, args: &[&str]) -> Result<String, String> {
-    let script = repository::hack("images.sh");
-    let mut command = Command::new(&script);
+    let mut command = Command::new(repository::hack("images.sh"));
     command.args(args);
     if let Some(release) = release {
         command
             .env("RELEASE_DIR", release.dir)
             .env("VERSION", release.version);
     }
+    run(command)
+}
+
+/// Runs `command`, one of the repository's scripts; returns what it printed, trimmed, or what
+/// it said when it failed.
+fn run(mut command: Command) -> Result<String, String> {
+    let script = command.get_program().to_string_lossy().into_owned();
+    let args: Vec<String> = command
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let output = command
         .output()
-        .map_err(|error| format!("cannot run {}: {error}", script.display()))?;
+        .map_err(|error| format!("cannot run {script}: {error}"))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
     } else {
         Err(format!(
-            "{} {} failed: {}",
-            script.display(),
+            "{script} {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&output.stderr)
         ))
@@ -85,20 +94,9 @@ fn build_for(release: Option<Release<'_>>, names: &[&str]) -> Result<(), String>
 
 /// This checkout's registry, `ADDRESS:PORT` (`hack/registry.sh address`).
 pub fn registry_address() -> Result<String, String> {
-    let script = repository::hack("registry.sh");
-    let output = Command::new(&script)
-        .arg("address")
-        .output()
-        .map_err(|error| format!("cannot run {}: {error}", script.display()))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "{} address: {}",
-            script.display(),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
+    let mut command = Command::new(repository::hack("registry.sh"));
+    command.arg("address");
+    run(command)
 }
 
 /// Every image `hack/images.sh` builds: `(name, reference)` (`hack/images.sh list`).

@@ -207,16 +207,7 @@ pub async fn works_without_the_proxy(
     api.create(&PostParams::default(), &object)
         .await
         .expect("create a Memcached");
-    eventually("the Memcached Available", WAIT, || async {
-        let status = api.get("behind-a-proxy").await.ok()?.status?;
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Available" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    crate::control_plane::memcached_available(client, work, "behind-a-proxy", None, WAIT).await;
     let (over_limit, expected) = over_the_memory_limit("over-limit", work, &Defaults::default());
     let over_limit: Memcached = serde_json::from_str(&over_limit).expect("a Memcached");
     let refused = api

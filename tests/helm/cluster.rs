@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::Api;
-use memcached_operator::api::v1beta1::Memcached;
 use testkit::control_plane::ControlPlane;
 use testkit::helm::{HelmOutput, Installed, start_and_install};
 
@@ -103,20 +101,12 @@ impl Env {
     /// Waits until Memcached `namespace/name` is Available with `servers` servers; returns
     /// its `status.servers`.
     pub async fn available(&self, namespace: &str, name: &str, servers: usize) -> Vec<String> {
-        let api: Api<Memcached> = Api::namespaced(self.client.clone(), namespace);
-        eventually(
-            &format!("Memcached {namespace}/{name} Available with {servers} servers"),
+        testkit::control_plane::memcached_available(
+            &self.client,
+            namespace,
+            name,
+            Some(servers),
             WAIT,
-            || async {
-                let status = api.get(name).await.ok()?.status?;
-                let available = status
-                    .conditions
-                    .iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Available" && c.status == "True");
-                let listed = status.servers.unwrap_or_default();
-                (available && listed.len() == servers).then_some(listed)
-            },
         )
         .await
     }

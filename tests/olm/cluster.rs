@@ -124,6 +124,28 @@ impl Env {
         testkit::containers::pod_logs(&self.client, pod).await
     }
 
+    /// Waits until OLM reaches the registry pod of CatalogSource `olm/name` (READY): a
+    /// Subscription made before fails to resolve ("no registry client established") until it
+    /// does, so a scenario subscribes once it is, as hack/olm-install.sh does.
+    pub async fn catalog_source_ready(&self, name: &str) {
+        eventually(&format!("CatalogSource {name} READY"), WAIT, || async {
+            let (_, state, _) = self.kubectl(
+                &[
+                    "get",
+                    "catalogsource",
+                    name,
+                    "-n",
+                    "olm",
+                    "-o",
+                    "jsonpath={.status.connectionState.lastObservedState}",
+                ],
+                None,
+            );
+            (state.trim() == "READY").then_some(())
+        })
+        .await;
+    }
+
     /// Points the CatalogSource the Subscription follows at the catalog image `image`; OLM
     /// replaces its registry pod with one of that image.
     pub fn point_catalog_source_at(&self, image: &str) {

@@ -320,22 +320,7 @@ spec: {{sourceType: grpc, image: \"{catalog}\", grpcPodConfig: {{securityContext
     );
     let (ok, _, stderr) = env.kubectl(&["apply", "-f", "-"], Some(&manifests));
     assert!(ok, "kubectl apply the CatalogSource: {stderr}");
-    eventually("the pinned CatalogSource READY", WAIT, || async {
-        let (_, state, _) = env.kubectl(
-            &[
-                "get",
-                "catalogsource",
-                SOURCE,
-                "-n",
-                "olm",
-                "-o",
-                "jsonpath={.status.connectionState.lastObservedState}",
-            ],
-            None,
-        );
-        (state.trim() == "READY").then_some(())
-    })
-    .await;
+    env.catalog_source_ready(SOURCE).await;
     let subscription = format!(
         "apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
@@ -440,16 +425,7 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
         json!(options.images.exporter),
         "defaulted to the pinned exporter"
     );
-    eventually(&format!("Memcached {NAME} Available"), WAIT, || async {
-        let status = api.get(NAME).await.ok()?.status?;
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Available" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    testkit::control_plane::memcached_available(&env.client, &cache, NAME, Some(1), WAIT).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &cache);
     let pod = pods
         .get(&format!("{NAME}-0"))

@@ -402,25 +402,7 @@ pub async fn check_bundle_and_olm_agree_on_every_bundle_variant(env: Arc<Env>) {
             },
         }),
     );
-    // A Subscription made before OLM reaches the catalog's registry pod fails to resolve
-    // ("no registry client established") until it does: subscribe once the catalog is READY,
-    // as hack/olm-install.sh does.
-    eventually("the variants' CatalogSource is READY", WAIT, || async {
-        let (_, state, _) = env.kubectl(
-            &[
-                "get",
-                "catalogsource",
-                CATALOG_SOURCE,
-                "-n",
-                "olm",
-                "-o",
-                "jsonpath={.status.connectionState.lastObservedState}",
-            ],
-            None,
-        );
-        (state.trim() == "READY").then_some(())
-    })
-    .await;
+    env.catalog_source_ready(CATALOG_SOURCE).await;
     // OLM's verdicts, IN_FLIGHT variants at a time; each is removed once OLM has decided.
     let mut subscribed = Subscribed::new(&env);
     let mut queue = variants.iter();
