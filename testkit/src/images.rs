@@ -120,31 +120,3 @@ pub fn catalogue() -> Result<Vec<String>, String> {
         .map(str::to_string)
         .collect())
 }
-
-/// The repository `reference` is stored under in the local registry: the reference without
-/// its tag or digest (`quay.io/org/name:v1` is stored as `quay.io/org/name`).
-pub fn repository_of(reference: &str) -> &str {
-    let without_digest = reference
-        .split_once('@')
-        .map_or(reference, |(name, _)| name);
-    match without_digest.rsplit_once(':') {
-        Some((name, tag)) if !tag.contains('/') => name,
-        _ => without_digest,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::repository_of;
-
-    #[test]
-    fn a_repository_is_its_reference_without_tag_or_digest() {
-        assert_eq!(repository_of("quay.io/org/name:v1"), "quay.io/org/name");
-        assert_eq!(
-            repository_of("quay.io/org/name@sha256:ab"),
-            "quay.io/org/name"
-        );
-        assert_eq!(repository_of("host:5000/name"), "host:5000/name");
-        assert_eq!(repository_of("host:5000/name:v2"), "host:5000/name");
-    }
-}

@@ -240,7 +240,7 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
         };
         let catalog = format!(
             "{}@{}",
-            testkit::images::repository_of(&release_image(&path, PINNED, "catalog")),
+            memcached_packager::images::parts(&release_image(&path, PINNED, "catalog")).repository,
             testkit::images::release_digest(release, "catalog").unwrap_or_else(|e| panic!("{e}")),
         );
         let bundle =
@@ -286,7 +286,7 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
         .unwrap_or_else(|e| panic!("{e}"));
     let by_digest = format!(
         "{}@{busybox_digest}",
-        testkit::images::repository_of(&busybox)
+        memcached_packager::images::parts(&busybox).repository
     );
     for (name, image) in [
         ("by-tag", busybox.as_str()),

@@ -34,7 +34,7 @@ pub async fn the_local_registry_holds_no_rebuild_under_an_upstream_name(_env: Ar
     let stored: BTreeSet<&str> = catalogue.iter().map(String::as_str).collect();
     let ours = format!("{IMAGE_REPOSITORY}/");
     for (name, reference) in &listed {
-        let repository = images::repository_of(reference);
+        let repository = memcached_packager::images::parts(reference).repository;
         assert!(
             stored.contains(repository),
             "image {name} ({reference}) is stored as {repository}: {catalogue:#?}"
