@@ -332,8 +332,9 @@ undeploy: tool-kustomize
 
 ## helm-install / helm-uninstall: the chart (charts/memcached-operator) pushed to the local
 ## registry as an OCI artifact and installed from there with helm, with cert-manager issuing
-## the webhooks' certificate, onto the local cluster with a real node (started if it is not
-## running; hack/helm.sh, docs/installing.md); `hack/control-plane.sh stop` stops it all.
+## the webhooks' certificate (CERTIFICATES=operator: the operator's own self-signed one, no
+## cert-manager), onto the local cluster with a real node (started if it is not running;
+## hack/helm.sh, docs/installing.md); `hack/control-plane.sh stop` stops it all.
 helm-install:
 	@test -z "$${KUBECONFIG:-}" || { echo "helm-install: for the local cluster (KUBECONFIG unset);" \
 	  "for another cluster: helm install memcached-operator charts/memcached-operator" \

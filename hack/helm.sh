@@ -11,15 +11,18 @@
 #                                  build the operator's, memcached's and the exporter's images
 #                                  from the shipped Dockerfiles and push them to the local
 #                                  registry (hack/images.sh); start cert-manager
-#                                  (hack/cert-manager.sh); push the chart (as `push` below);
+#                                  (hack/cert-manager.sh) unless CERTIFICATES=operator; push
+#                                  the chart (as `push` below);
 #                                  `helm install` it from the registry into
 #                                  memcached-operator-system (--create-namespace), the operand
 #                                  image set to the memcached stand-in and the exporter's to
 #                                  the rebuilt memcached_exporter through the values
 #                                  relatedImages.memcached and .memcachedExporter, as a user
-#                                  overrides an image; wait
-#                                  for the CA and serving Certificates to be Ready, every
-#                                  caBundle injected, the Deployment's ready replicas and the
+#                                  overrides an image (and certificates.source and HELM_SET
+#                                  below); wait for the CA and serving Certificates to be
+#                                  Ready (with cert-manager), every caBundle injected (by
+#                                  cainjector, or by the operator), the Deployment's ready
+#                                  replicas and the
 #                                  webhooks' answers. Prints what it installed on standard
 #                                  output as KEY=VALUE lines (NAMESPACE, RELEASE, CHART,
 #                                  VERSION, DEPLOYMENT, MEMCACHED_IMAGE, READY_SECONDS).
@@ -30,9 +33,10 @@
 #        hack/helm.sh uninstall    `helm uninstall` the release and wait until nothing of the
 #                                  operator is left but what Helm keeps by design: the CRD (in
 #                                  crds/, never deleted) and so every Memcached and what it
-#                                  owns, the Secrets cert-manager wrote (cert-manager
-#                                  leaves them when their Certificates go) and the leader
-#                                  election Lease; says what is left
+#                                  owns, the Secrets cert-manager or the operator wrote
+#                                  (cert-manager leaves them when their Certificates go; Helm
+#                                  never made the operator's) and the leader election Lease;
+#                                  says what is left
 #        hack/helm.sh run ARGS...  the pinned helm with ARGS against the local cluster (its
 #                                  kubeconfig; Helm's cache, configuration and data under the
 #                                  control plane's state directory)
@@ -44,6 +48,10 @@
 #   CONTROL_PLANE_DIR  the control plane's state directory (default: .local at the root)
 #   RELEASE            the Helm release's name (default memcached-operator)
 #   HELM_TIMEOUT       seconds each wait may take (default 180)
+#   CERTIFICATES       where the webhooks' certificate comes from, the chart's
+#                      certificates.source: certManager (default) or operator (the operator's
+#                      self-signed one; cert-manager is not started)
+#   HELM_SET           more values for `start`, space-separated KEY=VALUE (each a --set)
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -56,6 +64,8 @@ TIMEOUT="${HELM_TIMEOUT:-180}"
 # No process of its own on this machine (hack/lib/daemons.sh's waits check these).
 COMPONENTS=()
 RELEASE="${RELEASE:-memcached-operator}"
+CERTIFICATES="${CERTIFICATES:-certManager}"
+HELM_SET="${HELM_SET:-}"
 CHART_DIR="$ROOT/charts/memcached-operator"
 # Where charts are pushed in the local registry.
 CHART_REPOSITORY="oci://$REGISTRY/charts"
@@ -103,6 +113,8 @@ push() {
 }
 
 start() {
+  [[ "$CERTIFICATES" == certManager || "$CERTIFICATES" == operator ]] ||
+    die "CERTIFICATES=$CERTIFICATES: certManager or operator"
   "$ROOT/hack/tools.sh" kube etcd helm cert-manager
   NODE=kubelet "$ROOT/hack/control-plane.sh" start >/dev/null
   real_node ||
@@ -114,16 +126,18 @@ start() {
   SECONDS=0
   DEADLINE=$TIMEOUT
   mkdir -p "$LOGS"
-  "$ROOT/hack/cert-manager.sh" start
+  [[ "$CERTIFICATES" == operator ]] || "$ROOT/hack/cert-manager.sh" start
   pushed="$(push "$CHART_DIR")"
+  local values=(--set "relatedImages.memcached=$memcached" --set "relatedImages.memcachedExporter=$exporter"
+    --set "certificates.source=$CERTIFICATES")
+  local value
+  for value in $HELM_SET; do values+=(--set "$value"); done
   chart="$(sed -n 's/^CHART=//p' <<<"$pushed")"
   version="$(sed -n 's/^VERSION=//p' <<<"$pushed")"
-  log "helm install $RELEASE $chart --version $version (into $NAMESPACE)"
+  log "helm install $RELEASE $chart --version $version (into $NAMESPACE) ${values[*]}"
   helm install "$RELEASE" "$chart" --version "$version" --plain-http \
-    --namespace "$NAMESPACE" --create-namespace \
-    --set "relatedImages.memcached=$memcached" \
-    --set "relatedImages.memcachedExporter=$exporter" >&2
-  wait_until_serving
+    --namespace "$NAMESPACE" --create-namespace "${values[@]}" >&2
+  if [[ "$CERTIFICATES" == operator ]]; then wait_until_serving operator; else wait_until_serving; fi
   log "installed with Helm: webhooks answering at $(since)s"
   log "try: export KUBECONFIG=$KUBECONFIG_FILE; kubectl apply -k config/samples; kubectl get memcacheds -A"
   printf 'NAMESPACE=%s\nRELEASE=%s\nCHART=%s\nVERSION=%s\nDEPLOYMENT=%s\nMEMCACHED_IMAGE=%s\nREADY_SECONDS=%s\n' \
@@ -131,15 +145,16 @@ start() {
 }
 
 # leftovers: every object of the operator's that is still there after an uninstall, one a
-# line, but the CRD, the Memcacheds and what they own, and the Secrets cert-manager wrote.
+# line, but the CRD, the Memcacheds and what they own, and the Secrets cert-manager wrote or
+# the operator wrote (its self-signed certificate's, labelled managed-by it).
 leftovers() {
   {
     kubectl get deployments,services,serviceaccounts,roles,rolebindings,networkpolicies,certificates,issuers,configmaps,pods \
       -n "$NAMESPACE" -o name 2>/dev/null | grep -v '^configmap/kube-root-ca.crt$' | grep -v '^serviceaccount/default$' || true
     kubectl get clusterroles,clusterrolebindings,mutatingwebhookconfigurations,validatingwebhookconfigurations \
       -o name 2>/dev/null | grep memcached-operator || true
-    kubectl get secrets -n "$NAMESPACE" -o 'jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.cert-manager\.io/certificate-name}{"\n"}{end}' 2>/dev/null |
-      awk 'NF == 1 && $1 != "" { print "secret/" $1 " (not cert-manager'"'"'s)" }' || true
+    kubectl get secrets -n "$NAMESPACE" -o 'jsonpath={range .items[*]}{.metadata.name},{.metadata.annotations.cert-manager\.io/certificate-name},{.metadata.labels.app\.kubernetes\.io/managed-by}{"\n"}{end}' 2>/dev/null |
+      awk -F, '$1 != "" && $2 == "" && $3 != "memcached-operator" { print "secret/" $1 " (neither cert-manager'"'"'s nor the operator'"'"'s)" }' || true
   } | sed '/^$/d'
 }
 
@@ -162,7 +177,7 @@ uninstall() {
   local kept
   kept="$(kubectl get secrets -n "$NAMESPACE" -o name 2>/dev/null | tr '\n' ' ')"
   log "uninstalled at $(since)s; kept: the CRD $CRD (Helm never deletes crds/), every Memcached," \
-    "the namespace $NAMESPACE, the leader election Lease and the Secrets cert-manager wrote in it: ${kept:-none}"
+    "the namespace $NAMESPACE, the leader election Lease and the Secrets cert-manager or the operator wrote in it: ${kept:-none}"
 }
 
 stop() {

@@ -43,6 +43,13 @@ pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
 pub const OLM_CERT_SECRET_NAME: &str = "memcached-operator-controller-manager-service-cert";
 /// The Secret cert-manager issues the webhook serving certificate into (`config/default`).
 pub const CERT_MANAGER_CERT_SECRET_NAME: &str = "memcached-operator-webhook-server-cert";
+/// The webhook Service of `config/default` and the chart (OLM makes its own).
+pub const WEBHOOK_SERVICE_NAME: &str = "memcached-operator-webhook-service";
+/// The MutatingWebhookConfiguration of `config/default` and the chart.
+pub const MUTATING_CONFIGURATION_NAME: &str = "memcached-operator-mutating-webhook-configuration";
+/// The ValidatingWebhookConfiguration of `config/default` and the chart.
+pub const VALIDATING_CONFIGURATION_NAME: &str =
+    "memcached-operator-validating-webhook-configuration";
 /// The Secrets the Deployment names with `--cert-secret`, and the only ones it may read.
 pub const CERT_SECRET_NAMES: [&str; 2] = [OLM_CERT_SECRET_NAME, CERT_MANAGER_CERT_SECRET_NAME];
 /// The environment variable naming the image of the certificate refresher that runs beside

@@ -132,6 +132,44 @@ pub fn namespaced_rules() -> Vec<PolicyRule> {
     ]
 }
 
+/// Rules of a namespaced Role for `--self-signed-cert-secret=SECRET`: create the Secret
+/// (`create` cannot be limited to a name) and update that one by name.
+pub fn self_signed_namespaced_rules(secret: &str) -> Vec<PolicyRule> {
+    vec![
+        rule("", &["secrets"], &["create"]),
+        PolicyRule {
+            resource_names: Some(vec![secret.to_string()]),
+            ..rule("", &["secrets"], &["get", "update"])
+        },
+    ]
+}
+
+/// Rules of a ClusterRole for `--self-signed-cert-secret`: write the CA bundle into this
+/// operator's webhook configurations and CRD, by name (`tls::self_signed::inject`).
+pub fn self_signed_cluster_rules() -> Vec<PolicyRule> {
+    let named = |group: &str, resource: &str, name: &str| PolicyRule {
+        resource_names: Some(vec![name.to_string()]),
+        ..rule(group, &[resource], &["get", "patch"])
+    };
+    vec![
+        named(
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            operator::MUTATING_CONFIGURATION_NAME,
+        ),
+        named(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            operator::VALIDATING_CONFIGURATION_NAME,
+        ),
+        named(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            api::CRD_NAME,
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ MUTATING=memcached-operator-mutating-webhook-configuration
 VALIDATING=memcached-operator-validating-webhook-configuration
 
 # injected: whether every caBundle (both webhook configurations' entries and the CRD's
-# conversion) is the CA in the serving Secret's ca.crt.
+# conversion) is the serving Secret's ca.crt.
 injected() {
   local ca bundles bundle
   ca="$(kubectl get secret -n "$NAMESPACE" "$SECRET" -o 'jsonpath={.data.ca\.crt}' 2>/dev/null)"
@@ -29,15 +29,20 @@ $(kubectl get crd "$CRD" -o 'jsonpath={.spec.conversion.webhook.clientConfig.caB
   done <<<"$bundles"
 }
 
-# wait_until_serving: waits (steps.sh) for the CA and serving Certificates to be Ready,
-# cainjector to write every caBundle, the Deployment's ready replicas, and the webhooks to
-# answer a server-side dry run of config/samples.
+# wait_until_serving [operator]: waits (steps.sh) for the CA and serving Certificates to be
+# Ready and cainjector to write every caBundle (with `operator`: for the operator to write its
+# self-signed certificate's Secret and its CA into every caBundle), the Deployment's ready
+# replicas, and the webhooks to answer a server-side dry run of config/samples.
 wait_until_serving() {
-  step "Certificate $CA_CERTIFICATE (the CA) to be Ready" jsonpath_is True certificate \
-    -n "$NAMESPACE" "$CA_CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
-  step "Certificate $CERTIFICATE (serving) to be Ready" jsonpath_is True certificate \
-    -n "$NAMESPACE" "$CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
-  step "cainjector to write the CA into every caBundle" injected
+  if [[ "${1:-}" == operator ]]; then
+    step "the operator to write its self-signed CA into every caBundle" injected
+  else
+    step "Certificate $CA_CERTIFICATE (the CA) to be Ready" jsonpath_is True certificate \
+      -n "$NAMESPACE" "$CA_CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
+    step "Certificate $CERTIFICATE (serving) to be Ready" jsonpath_is True certificate \
+      -n "$NAMESPACE" "$CERTIFICATE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'
+    step "cainjector to write the CA into every caBundle" injected
+  fi
   local replicas
   replicas="$(kubectl get deployment -n "$NAMESPACE" "$DEPLOYMENT" -o 'jsonpath={.spec.replicas}')"
   step "Deployment $DEPLOYMENT to have $replicas ready replicas" \

@@ -42,7 +42,7 @@ use memcached_operator::{api, operator};
 /// The namespace the operator is installed into.
 pub const NAMESPACE: &str = release::SUGGESTED_NAMESPACE;
 /// The webhook Service.
-pub const WEBHOOK_SERVICE_NAME: &str = "memcached-operator-webhook-service";
+pub const WEBHOOK_SERVICE_NAME: &str = operator::WEBHOOK_SERVICE_NAME;
 /// The serving certificate.
 pub const CERTIFICATE_NAME: &str = "memcached-operator-serving-cert";
 /// The Secret cert-manager writes the certificate to.
@@ -60,10 +60,9 @@ pub const CA_ISSUER_NAME: &str = "memcached-operator-ca-issuer";
 /// name an expired CA.
 pub const CA_DURATION: &str = "8760h";
 /// The ValidatingWebhookConfiguration.
-pub const VALIDATING_CONFIGURATION_NAME: &str =
-    "memcached-operator-validating-webhook-configuration";
+pub const VALIDATING_CONFIGURATION_NAME: &str = operator::VALIDATING_CONFIGURATION_NAME;
 /// The MutatingWebhookConfiguration.
-pub const MUTATING_CONFIGURATION_NAME: &str = "memcached-operator-mutating-webhook-configuration";
+pub const MUTATING_CONFIGURATION_NAME: &str = operator::MUTATING_CONFIGURATION_NAME;
 /// The ClusterRole (and its binding).
 pub const MANAGER_ROLE_NAME: &str = "memcached-operator-manager-role";
 /// The leader-election Role (and its binding).

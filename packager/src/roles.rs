@@ -3,14 +3,18 @@
 //! from `rbac`, each bound to the ServiceAccount the Deployment runs as.
 //!
 //! OLM writes the same rules from the CSV's permissions; the rules are declared once, in
-//! `src/rbac.rs`.
+//! `src/rbac.rs`. The chart adds, with `certificates.source: operator`, a Role and a
+//! ClusterRole for the operator to keep its self-signed certificate's Secret and write the CA
+//! bundles (`rbac::self_signed_*`).
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject,
 };
 
-use super::config::{LEADER_ELECTION_ROLE_NAME, MANAGER_ROLE_NAME, NAMESPACE, meta};
+use super::config::{
+    CERTIFICATE_SECRET_NAME, LEADER_ELECTION_ROLE_NAME, MANAGER_ROLE_NAME, NAMESPACE, meta,
+};
 use memcached_operator::{operator, rbac};
 
 fn subject() -> Subject {
@@ -72,6 +76,44 @@ pub fn leader_election_role_binding() -> RoleBinding {
             Some(NAMESPACE),
         ),
         role_ref: role_ref("Role", LEADER_ELECTION_ROLE_NAME),
+        subjects: Some(vec![subject()]),
+    }
+}
+
+/// The Role and ClusterRole of `--self-signed-cert-secret`, and what binds them.
+pub const SELF_SIGNED_ROLE_NAME: &str = "memcached-operator-self-signed-cert-role";
+
+/// The Role that lets the operator keep its self-signed certificate's Secret.
+pub fn self_signed_role() -> Role {
+    Role {
+        metadata: meta(SELF_SIGNED_ROLE_NAME, Some(NAMESPACE)),
+        rules: Some(rbac::self_signed_namespaced_rules(CERTIFICATE_SECRET_NAME)),
+    }
+}
+
+/// The self-signed Role bound to the ServiceAccount.
+pub fn self_signed_role_binding() -> RoleBinding {
+    RoleBinding {
+        metadata: meta(&format!("{SELF_SIGNED_ROLE_NAME}binding"), Some(NAMESPACE)),
+        role_ref: role_ref("Role", SELF_SIGNED_ROLE_NAME),
+        subjects: Some(vec![subject()]),
+    }
+}
+
+/// The ClusterRole that lets the operator write its CA bundles.
+pub fn self_signed_cluster_role() -> ClusterRole {
+    ClusterRole {
+        metadata: meta(SELF_SIGNED_ROLE_NAME, None),
+        rules: Some(rbac::self_signed_cluster_rules()),
+        ..ClusterRole::default()
+    }
+}
+
+/// The self-signed ClusterRole bound to the ServiceAccount.
+pub fn self_signed_cluster_role_binding() -> ClusterRoleBinding {
+    ClusterRoleBinding {
+        metadata: meta(&format!("{SELF_SIGNED_ROLE_NAME}binding"), None),
+        role_ref: role_ref("ClusterRole", SELF_SIGNED_ROLE_NAME),
         subjects: Some(vec![subject()]),
     }
 }

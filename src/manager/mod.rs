@@ -1,7 +1,7 @@
 //! Owns the operator process's lifetime, as controller-runtime's Manager does: the probe and
-//! metrics servers (`probes`, `metrics`) and the webhook server on every replica, the cluster's
-//! TLS profile they follow (`tls::profile`), and the controller on the one replica that holds
-//! the leader Lease (`leader`).
+//! metrics servers (`probes`, `metrics`) and the webhook server on every replica, started and
+//! stopped together (`servers`), the cluster's TLS profile they follow (`tls::profile`), and the
+//! controller on the one replica that holds the leader Lease (`leader`).
 //!
 //! Losing the lease stops reconciling at once; SIGTERM stops the controller first and only
 //! then releases the lease, so two replicas never reconcile at the same time. The webhook
@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod probes;
 pub mod proxy;
 pub mod rate;
+mod servers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,30 +30,14 @@ use tracing::info;
 
 use crate::controller::{self, context::Context};
 use crate::listener::ServerError;
-use crate::tls::profile::cluster::{self, SettingsWatch};
-use crate::webhook::{self, server};
+use crate::tls::profile::cluster;
 use leader::{Elector, Timing};
-use metrics::auth::{Gate, ReviewCounter, Ttls};
-use metrics::reviews::ApiServerReviews;
-use metrics::{Audience, MetricsArgs};
-use probes::{Check, ProbeArgs, Readiness};
 use rate::RateLayer;
+pub use servers::WebhooksArgs;
+use servers::{Servers, stopped};
 
 /// The prefix of every metric name.
 pub const METRICS_PREFIX: &str = "memcached_operator";
-
-/// Flags of `memcached-operator webhooks`, and the listeners of `run`.
-#[derive(clap::Args, Clone, Debug)]
-pub struct WebhooksArgs {
-    #[command(flatten)]
-    pub probes: ProbeArgs,
-
-    #[command(flatten)]
-    pub metrics: MetricsArgs,
-
-    #[command(flatten)]
-    pub server: server::ServerArgs,
-}
 
 /// The Lease the replicas compete for.
 pub const DEFAULT_LEASE_NAME: &str = "memcached-operator-leader";
@@ -153,6 +138,18 @@ pub enum RunError {
          or pass --leader-elect=false"
     )]
     NoLeaseNamespace,
+    /// The self-signed certificate has no namespace to keep its Secret in.
+    #[error(
+        "--self-signed-cert-secret needs the operator's namespace, which holds the Secret and \
+         the webhook Service: set POD_NAMESPACE"
+    )]
+    NoCertNamespace,
+    /// The self-signed certificate needs a Kubernetes client, and none could be configured.
+    #[error(
+        "--self-signed-cert-secret needs a Kubernetes client (in-cluster or KUBECONFIG) to keep \
+         its Secret and the CA bundles: {0}"
+    )]
+    CertClient(#[source] kube::Error),
     /// The leader election's timing cannot work.
     #[error(transparent)]
     BadTiming(#[from] leader::TimingError),
@@ -161,187 +158,13 @@ pub enum RunError {
     Server(#[from] ServerError),
 }
 
-/// The servers every replica runs: webhooks (unless disabled), probes and metrics.
-struct Servers {
-    readiness: Arc<Readiness>,
-    stop_webhooks: watch::Sender<bool>,
-    webhooks: Option<tokio::task::JoinHandle<Result<(), ServerError>>>,
-    stop_probes: watch::Sender<bool>,
-    probes: tokio::task::JoinHandle<Result<(), ServerError>>,
-    metrics: tokio::task::JoinHandle<Result<(), ServerError>>,
-}
-
-/// Who may read the metrics: anyone with `--metrics-secure=false`, else callers the API
-/// server `client` talks to authenticates and authorizes.
-fn metrics_audience(
-    args: &WebhooksArgs,
-    client: Option<Client>,
-    registry: &mut Registry,
-) -> Audience<ApiServerReviews> {
-    match client {
-        Some(client) if args.metrics.metrics_secure => {
-            let namespace = std::env::var(crate::operator::POD_NAMESPACE_ENV).ok();
-            Audience::Admitted {
-                gate: Arc::new(Gate::new(
-                    ApiServerReviews::new(client),
-                    Ttls::default(),
-                    ReviewCounter::register(registry),
-                )),
-                names: metrics::cert::names(namespace.as_deref()),
-                cert_poll_interval: args.server.cert_poll_interval,
-            }
-        }
-        _ => Audience::Anyone,
+/// Refuses `--self-signed-cert-secret` without the operator's namespace.
+fn check_self_signed(args: &WebhooksArgs) -> Result<(), RunError> {
+    let namespace = std::env::var(crate::operator::POD_NAMESPACE_ENV).unwrap_or_default();
+    if args.server.self_signed_cert_secret.is_some() && namespace.is_empty() {
+        return Err(RunError::NoCertNamespace);
     }
-}
-
-impl Servers {
-    /// Starts the probe and metrics servers, and the webhook server when `webhooks` is true.
-    /// Metrics are reviewed through `client` (which secure metrics need).
-    fn start(
-        args: &WebhooksArgs,
-        webhooks: bool,
-        mut registry: Registry,
-        client: Option<Client>,
-        tls_settings: SettingsWatch,
-    ) -> Servers {
-        let webhook_metrics = webhook::metrics::Metrics::register(&mut registry);
-        let trust = match &client {
-            Some(client) if webhooks && args.server.wait_for_ca_trust => {
-                let namespace = std::env::var(crate::operator::POD_NAMESPACE_ENV).ok();
-                let secrets = match namespace {
-                    Some(namespace) if !args.server.cert_secrets.is_empty() => {
-                        Some(crate::tls::cert_secret::follow(
-                            client.clone(),
-                            &namespace,
-                            args.server.cert_secrets.clone(),
-                            crate::tls::certs::crypto_provider(),
-                        ))
-                    }
-                    _ => None,
-                };
-                Some((
-                    crate::tls::trust_watch::follow(client.clone(), webhook::names()),
-                    secrets,
-                ))
-            }
-            _ => None,
-        };
-        let audience = metrics_audience(args, client, &mut registry);
-        let webhook_readiness = Arc::new(server::Readiness::default());
-        let mut checks: Vec<Check> = Vec::new();
-        if webhooks {
-            let ready = webhook_readiness.clone();
-            checks.push(Box::new(move || ready.check()));
-        }
-        let readiness = Arc::new(Readiness::new(checks));
-        let (stop_probes, probes_stopped) = watch::channel(false);
-        let probe_args = args.probes.clone();
-        let probes = tokio::spawn({
-            let readiness = readiness.clone();
-            let stop = stopped(probes_stopped.clone());
-            async move { probes::serve(&probe_args, readiness, stop).await }
-        });
-        let metrics_args = args.metrics.clone();
-        let bind_address = args.probes.bind_address;
-        let metrics_tls = tls_settings.clone();
-        let metrics = tokio::spawn(async move {
-            metrics::serve(
-                &metrics_args,
-                bind_address,
-                Arc::new(registry),
-                audience,
-                metrics_tls,
-                stopped(probes_stopped),
-            )
-            .await
-        });
-        let (stop_webhooks, webhooks_stopped) = watch::channel(false);
-        let webhooks = webhooks.then(|| {
-            tokio::spawn(server::serve(
-                args.server.clone(),
-                args.probes.bind_address,
-                webhook_metrics,
-                webhook_readiness,
-                tls_settings,
-                trust,
-                stopped(webhooks_stopped),
-            ))
-        });
-        if webhooks.is_none() {
-            tracing::info!("webhooks are disabled");
-        }
-        readiness.set_serving(true);
-        Servers {
-            readiness,
-            stop_webhooks,
-            webhooks,
-            stop_probes,
-            probes,
-            metrics,
-        }
-    }
-
-    /// Completes when a server stops on its own (which is a failure), or never.
-    async fn failed(&mut self) -> Result<(), ServerError> {
-        let webhooks = async {
-            match &mut self.webhooks {
-                Some(task) => joined("webhooks", task.await),
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            result = webhooks => result,
-            result = &mut self.probes => joined("probes", result),
-            result = &mut self.metrics => joined("metrics", result),
-        }
-    }
-
-    /// Stops reporting ready and tells the webhook server to shut down (it drains in the
-    /// background); [`Servers::stop`] waits for it.
-    fn begin_stop(&self) {
-        self.readiness.set_serving(false);
-        let _ = self.stop_webhooks.send(true);
-    }
-
-    /// Stops reporting ready, drains the webhooks, then stops the probes and metrics.
-    async fn stop(self, failure: Option<Result<(), ServerError>>) -> Result<(), ServerError> {
-        self.readiness.set_serving(false);
-        let _ = self.stop_webhooks.send(true);
-        let webhooks = match self.webhooks {
-            Some(task) if failure.is_none() => joined("webhooks", task.await),
-            _ => Ok(()),
-        };
-        let _ = self.stop_probes.send(true);
-        let (probes, metrics) = if failure.is_none() {
-            (
-                joined("probes", self.probes.await),
-                joined("metrics", self.metrics.await),
-            )
-        } else {
-            self.probes.abort();
-            self.metrics.abort();
-            (Ok(()), Ok(()))
-        };
-        failure
-            .unwrap_or(Ok(()))
-            .and(webhooks)
-            .and(probes)
-            .and(metrics)
-    }
-}
-
-/// A server task's outcome, a panic named as that server's failure.
-fn joined(
-    server: &'static str,
-    result: Result<Result<(), ServerError>, tokio::task::JoinError>,
-) -> Result<(), ServerError> {
-    result.unwrap_or_else(|join| {
-        Err(ServerError::Serve {
-            server,
-            source: std::io::Error::other(join.to_string()),
-        })
-    })
+    Ok(())
 }
 
 /// Serves the webhooks, probes and metrics until `shutdown` completes, without a controller:
@@ -350,7 +173,11 @@ pub async fn serve_webhooks(
     args: WebhooksArgs,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
-    let client = if args.metrics.metrics_secure {
+    check_self_signed(&args)?;
+    let client = if args.server.self_signed_cert_secret.is_some() {
+        let config = api_config(RunError::CertClient).await?;
+        Some(Client::try_from(config).map_err(RunError::CertClient)?)
+    } else if args.metrics.metrics_secure {
         let config = api_config(RunError::MetricsClient).await?;
         Some(Client::try_from(config).map_err(RunError::MetricsClient)?)
     } else {
@@ -383,6 +210,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send) -> Re
     if args.leader_elect {
         timing.check()?;
     }
+    check_self_signed(&args.serving)?;
     let lease_namespace = match (&args.lease_namespace, args.leader_elect) {
         (Some(namespace), _) => Some(namespace.clone()),
         (None, true) => return Err(RunError::NoLeaseNamespace),
@@ -500,11 +328,6 @@ fn bounded_client(
 /// The cipher suites the TLS profile is settled against: the process's crypto provider's.
 fn tls_suites() -> Vec<rustls::SupportedCipherSuite> {
     crate::tls::certs::crypto_provider().cipher_suites.clone()
-}
-
-/// Completes when `stop` turns true (or its sender is gone).
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 async fn reconcile_unelected(context: Arc<Context>, stop: watch::Receiver<bool>, grace: Duration) {

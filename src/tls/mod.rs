@@ -8,6 +8,8 @@
 //!   renewed pair is read before the kubelet brings its files;
 //! - `trust` and `trust_watch`: which CA each of the API server's caBundles trusts, so that a
 //!   renewed pair under a new CA is served only once a caBundle accepts it;
+//! - `self_signed`: the webhooks' self-signed CA and certificate, kept in a Secret by the
+//!   operator itself, and the CA written into the caBundles (`--self-signed-cert-secret`);
 //! - `profile`: the cluster's TLS security profile, and its swap into each listener;
 //! - `config`: a listener's rustls configuration from all of these.
 
@@ -16,5 +18,6 @@ pub mod cert_secret;
 pub mod certs;
 pub mod config;
 pub mod profile;
+pub mod self_signed;
 pub mod trust;
 pub mod trust_watch;

@@ -84,6 +84,30 @@ pub struct ServerArgs {
     #[arg(long = "cert-secret")]
     pub cert_secrets: Vec<String>,
 
+    /// Keep the webhooks' serving certificate in this Secret of the operator's namespace
+    /// (`POD_NAMESPACE`), for installs with neither OLM nor cert-manager: a self-signed CA and a
+    /// certificate for the webhook Service (`--webhook-service`), issued when missing and
+    /// renewed when two thirds of their validity have passed, the CA written into the caBundle
+    /// of the webhook configurations and CRD that `config/` and the Helm chart install. The
+    /// Secret is also followed as a `--cert-secret`. Needs `get`, `list`, `watch`, `create` and
+    /// `update` on the Secret, and `get` and `patch` on those three objects.
+    #[arg(long)]
+    pub self_signed_cert_secret: Option<String>,
+
+    /// How long a self-signed CA is valid (`--self-signed-cert-secret`).
+    #[arg(long, default_value = "8760h", value_parser = crate::flag_bounds::validity)]
+    pub self_signed_ca_validity: Duration,
+
+    /// How long a self-signed serving certificate is valid (`--self-signed-cert-secret`); never
+    /// past its CA.
+    #[arg(long, default_value = "2160h", value_parser = crate::flag_bounds::validity)]
+    pub self_signed_cert_validity: Duration,
+
+    /// The webhook Service, in the operator's namespace, whose names the self-signed serving
+    /// certificate holds.
+    #[arg(long, default_value = operator::WEBHOOK_SERVICE_NAME)]
+    pub webhook_service: String,
+
     /// Offer and serve HTTP/2 (off by default: rapid-reset attacks).
     #[arg(long)]
     pub enable_http2: bool,
@@ -145,6 +169,10 @@ impl Default for ServerArgs {
             cert_poll_interval: Duration::from_secs(10),
             wait_for_ca_trust: true,
             cert_secrets: Vec::new(),
+            self_signed_cert_secret: None,
+            self_signed_ca_validity: Duration::from_secs(8760 * 3600),
+            self_signed_cert_validity: Duration::from_secs(2160 * 3600),
+            webhook_service: operator::WEBHOOK_SERVICE_NAME.to_string(),
             enable_http2: false,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             request_timeout: Duration::from_secs(10),

@@ -62,8 +62,14 @@ pub struct HelmOutput {
 /// until the operator's webhooks answer. Blocks; from async code call it through
 /// `spawn_blocking`.
 pub fn install(plane: &ControlPlane) -> Result<Installed, ScriptError> {
-    let no_env: [(&str, &str); 0] = [];
-    let report = install_script::run(plane, SCRIPT, "start", no_env)?;
+    install_with(plane, &[])
+}
+
+/// [`install`] with more of the script's variables: `CERTIFICATES` (`operator` for the
+/// operator's own self-signed certificate, without cert-manager) and `HELM_SET` (more
+/// values, space-separated `KEY=VALUE`).
+pub fn install_with(plane: &ControlPlane, env: &[(&str, &str)]) -> Result<Installed, ScriptError> {
+    let report = install_script::run(plane, SCRIPT, "start", env.iter().copied())?;
     Ok(Installed {
         namespace: report.value("NAMESPACE")?,
         release: report.value("RELEASE")?,

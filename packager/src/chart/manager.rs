@@ -2,18 +2,21 @@
 //! container, its arguments, probes, security context, environment and the webhook
 //! certificate's volume, from `deployment` and `config`), with the values read where users
 //! tune it: replicas, images, resources, placement, the operator's flags and extra
-//! environment.
+//! environment, and where the webhooks' certificate comes from (with
+//! `certificates.source: operator`, `--self-signed-cert-secret` and a Secret volume that may
+//! not exist yet: the operator makes it).
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
+use super::super::config::CERTIFICATE_SECRET_NAME;
 use super::super::config::{NAMESPACE, manager_webhook_patch, meta};
 use super::super::deployment;
 use super::super::images::Images;
 use super::super::release;
 use super::template::{Block, Template};
-use super::{IMAGE, labelled};
+use super::{IMAGE, SELF_SIGNED, labelled};
 use memcached_operator::admission::issuers::ALLOWED_ISSUERS_ENV;
 use memcached_operator::operator;
 
@@ -69,6 +72,15 @@ fn arguments(template: &mut Template, container: &mut Value) {
         "{{- end }}".to_string(),
     ])));
     args.push(template.item(Block::Lines(vec![
+        format!("{{{{- if {SELF_SIGNED} }}}}"),
+        format!(r#"- {{{{ printf "--self-signed-cert-secret=%s" "{CERTIFICATE_SECRET_NAME}" | quote }}}}"#),
+        r#"- {{ printf "--self-signed-ca-validity=%s" .Values.certificates.caValidity | quote }}"#
+            .to_string(),
+        r#"- {{ printf "--self-signed-cert-validity=%s" .Values.certificates.certValidity | quote }}"#
+            .to_string(),
+        "{{- end }}".to_string(),
+    ])));
+    args.push(template.item(Block::Lines(vec![
         "{{- with .Values.log.level }}".to_string(),
         r#"- {{ printf "--log-level=%s" . | quote }}"#.to_string(),
         "{{- end }}".to_string(),
@@ -114,6 +126,14 @@ pub fn deployment(template: &mut Template) -> Result<Value, serde_json::Error> {
     let patch = &manager_webhook_patch()["spec"]["template"]["spec"];
     let pod = &mut spec["template"]["spec"];
     prepend(pod, patch, "volumes");
+    if let Some(volumes) = pod["volumes"].as_array_mut() {
+        for volume in volumes.iter_mut() {
+            if volume["secret"]["secretName"] == CERTIFICATE_SECRET_NAME {
+                // The operator writes the Secret once it runs: the pod must start without it.
+                volume["secret"]["optional"] = template.scalar(SELF_SIGNED);
+            }
+        }
+    }
     let container = &mut pod["containers"][0];
     prepend(container, &patch["containers"][0], "volumeMounts");
     container["image"] = template.scalar(&format!("{IMAGE} | quote"));

@@ -4,11 +4,13 @@
 //! webhook configurations, cert-manager's certificates, NetworkPolicies, an optional
 //! ServiceMonitor), `values.yaml` and a closed `values.schema.json`.
 //!
-//! The chart needs cert-manager, as `config/default` does: its Certificate is the webhooks'
-//! serving certificate, renewed by cert-manager, and its cainjector writes the CA into the
-//! webhook configurations and into the CRD, which Helm cannot template. Every object is named
-//! and namespaced as `config/` names it, so the chart installs into `NAMESPACE` only and
-//! refuses another.
+//! The webhooks' serving certificate comes from cert-manager by default, as in
+//! `config/default`: its Certificate, renewed by cert-manager, and its cainjector writing the
+//! CA into the webhook configurations and into the CRD, which Helm cannot template. With
+//! `certificates.source: operator` the operator issues a self-signed CA and certificate into
+//! the same Secret, renews them, and writes the CA bundles itself (`--self-signed-cert-secret`),
+//! so the chart needs nothing installed before it. Every object is named and namespaced as
+//! `config/` names it, so the chart installs into `NAMESPACE` only and refuses another.
 
 mod flags;
 mod manager;
@@ -35,6 +37,10 @@ pub use schema::open_objects;
 pub const CHART_NAME: &str = release::PACKAGE;
 /// Where the chart goes, relative to the output directory.
 pub const CHART_DIR: &str = "charts/memcached-operator";
+/// The template condition of certificates from cert-manager.
+const CERT_MANAGER: &str = r#"eq .Values.certificates.source "certManager""#;
+/// The template condition of the operator's own self-signed certificate.
+const SELF_SIGNED: &str = r#"eq .Values.certificates.source "operator""#;
 /// The template expression of the operator's image.
 const IMAGE: &str = r#"include "memcached-operator.image" ."#;
 
@@ -120,7 +126,7 @@ fn notes() -> String {
     let kind = api::KIND;
     format!(
         r#"memcached-operator {{{{ .Chart.AppVersion }}}} is installed in {{{{ .Release.Namespace }}}}: {{{{ .Values.replicaCount }}}} replica(s)
-of {{{{ include "memcached-operator.image" . }}}}, the webhooks' certificate issued by cert-manager.
+of {{{{ include "memcached-operator.image" . }}}}, the webhooks' certificate {{{{ if eq .Values.certificates.source "operator" }}}}self-signed by the operator{{{{ else }}}}issued by cert-manager{{{{ end }}}}.
 
   kubectl -n {{{{ .Release.Namespace }}}} rollout status deployment/{deployment}
 

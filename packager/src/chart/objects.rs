@@ -1,8 +1,10 @@
 //! Builds the chart's templates other than the Deployment, from the objects `config/`
 //! installs: the ServiceAccount and RBAC, the webhook and metrics Services, the webhook
-//! configurations (their CA written by cert-manager's cainjector), cert-manager's CA chain and
-//! serving Certificate, the NetworkPolicies and the ServiceMonitor (each behind its value),
-//! and the CRD with its conversion webhook for `crds/`.
+//! configurations, the NetworkPolicies and the ServiceMonitor (each behind its value), and
+//! the CRD with its conversion webhook for `crds/`. The webhooks' certificate comes from
+//! `certificates.source`: cert-manager's CA chain and serving Certificate, cainjector writing
+//! the CA bundles (`certManager`), or the operator's own self-signed one and the RBAC it needs
+//! to keep its Secret and write the bundles (`operator`).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,7 @@ use super::super::yaml::YamlError;
 use super::super::{network_policy, roles};
 use super::labelled;
 use super::template::{Block, Template};
+use super::{CERT_MANAGER, SELF_SIGNED};
 
 /// One template file: its objects, each rendered with the marks of one [`Template`], and
 /// the condition (a template expression) under which the file renders anything.
@@ -65,9 +68,20 @@ fn file(objects: Vec<Value>) -> TemplateFile {
     }
 }
 
-fn annotated(mut object: Value) -> Value {
-    object["metadata"]["annotations"] = json!({INJECT_CA_FROM: inject_ca_from()});
-    object
+/// A webhook configuration: labelled, and annotated for cainjector with cert-manager only.
+fn annotated(mut object: Value) -> (Template, Value) {
+    let mut template = Template::new();
+    labelled(&mut template, &mut object);
+    template.insert(
+        &mut object["metadata"],
+        Block::Lines(vec![
+            format!("{{{{- if {CERT_MANAGER} }}}}"),
+            "annotations:".to_string(),
+            format!("  {INJECT_CA_FROM}: {}", inject_ca_from()),
+            "{{- end }}".to_string(),
+        ]),
+    );
+    (template, object)
 }
 
 /// The ServiceMonitor, its scrape settings and labels from the values.
@@ -123,19 +137,37 @@ pub fn templates() -> Result<BTreeMap<&'static str, TemplateFile>, serde_json::E
     );
     files.insert(
         "webhooks.yaml",
-        file(vec![
-            annotated(to(mutating_configuration())?),
-            annotated(to(validating_configuration())?),
-        ]),
+        TemplateFile {
+            objects: vec![
+                annotated(to(mutating_configuration())?),
+                annotated(to(validating_configuration())?),
+            ],
+            condition: None,
+        },
     );
     files.insert(
         "certificates.yaml",
-        file(vec![
-            selfsigned_issuer(),
-            ca_certificate(),
-            ca_issuer(),
-            certificate(),
-        ]),
+        TemplateFile {
+            objects: plain(vec![
+                selfsigned_issuer(),
+                ca_certificate(),
+                ca_issuer(),
+                certificate(),
+            ]),
+            condition: Some(CERT_MANAGER),
+        },
+    );
+    files.insert(
+        "self-signed-rbac.yaml",
+        TemplateFile {
+            objects: plain(vec![
+                to(roles::self_signed_role())?,
+                to(roles::self_signed_role_binding())?,
+                to(roles::self_signed_cluster_role())?,
+                to(roles::self_signed_cluster_role_binding())?,
+            ]),
+            condition: Some(SELF_SIGNED),
+        },
     );
     let policies = network_policy::all(Some(NAMESPACE))
         .into_iter()
@@ -159,8 +191,9 @@ pub fn templates() -> Result<BTreeMap<&'static str, TemplateFile>, serde_json::E
 }
 
 /// The CRD as `crds/` holds it: converting through the webhook Service, its caBundle written
-/// by cainjector from the serving Certificate. Helm installs it before the templates and
-/// never upgrades or deletes it.
+/// by cainjector from the serving Certificate (its annotation, which Helm cannot template, is
+/// inert without that Certificate), or by the operator with `certificates.source: operator`.
+/// Helm installs it before the templates and never upgrades or deletes it.
 pub fn crd(crd: &CustomResourceDefinition) -> Result<Value, serde_json::Error> {
     let mut object = serde_json::to_value(crd)?;
     object["spec"]["conversion"] = crd_conversion_patch()["spec"]["conversion"].clone();

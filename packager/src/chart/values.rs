@@ -277,6 +277,30 @@ fn operator_flags() -> Result<Vec<Setting>, UnknownFlag> {
             ],
         ),
         group(
+            "certificates",
+            "Where the webhooks' serving certificate comes from",
+            vec![
+                leaf(
+                    "source",
+                    "certManager",
+                    one_of(
+                        "certManager: the chart's Issuers and Certificate, renewed by cert-manager (which must be installed), its cainjector writing the CA bundles; operator: the operator issues a self-signed CA and certificate into a Secret, renews each at two thirds of its validity, and writes the CA bundles itself",
+                        &["certManager", "operator"],
+                    ),
+                ),
+                flag_string(
+                    "caValidity",
+                    "self-signed-ca-validity",
+                    "With source operator: how long its CA is valid",
+                )?,
+                flag_string(
+                    "certValidity",
+                    "self-signed-cert-validity",
+                    "With source operator: how long its serving certificate is valid (never past its CA)",
+                )?,
+            ],
+        ),
+        group(
             "log",
             "The operator's logs",
             vec![
