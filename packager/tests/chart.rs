@@ -162,12 +162,31 @@ fn the_operator_accepts_every_argument_the_chart_passes() {
         "--set",
         "controller.maxRequestsInFlight=4,leaderElection.enabled=false,metrics.secure=false",
     ];
-    for args in [&[][..], tuned] {
+    let self_signed: &[&str] = &[
+        "--set",
+        "certificates.source=operator,certificates.caValidity=2m,certificates.certValidity=1m",
+    ];
+    for args in [&[][..], tuned, self_signed] {
         let objects = rendered(args);
         let arguments = manager_args(&objects);
         let matches = run_command()
             .try_get_matches_from(&arguments)
             .unwrap_or_else(|e| panic!("memcached-operator {arguments:?}: {e}"));
+        assert_eq!(
+            matches
+                .get_one::<String>("self_signed_cert_secret")
+                .is_some(),
+            args == self_signed,
+            "{arguments:?}"
+        );
+        if args == self_signed {
+            assert_eq!(
+                matches.get_one::<std::time::Duration>("self_signed_ca_validity"),
+                Some(&std::time::Duration::from_secs(120)),
+                "{arguments:?}"
+            );
+            continue;
+        }
         if !args.is_empty() {
             assert!(matches.get_flag("enable_http2"), "{arguments:?}");
             assert_eq!(

@@ -130,7 +130,14 @@ pub fn deployment(template: &mut Template) -> Result<Value, serde_json::Error> {
         for volume in volumes.iter_mut() {
             if volume["secret"]["secretName"] == CERTIFICATE_SECRET_NAME {
                 // The operator writes the Secret once it runs: the pod must start without it.
-                volume["secret"]["optional"] = template.scalar(SELF_SIGNED);
+                template.insert(
+                    &mut volume["secret"],
+                    Block::Lines(vec![
+                        format!("{{{{- if {SELF_SIGNED} }}}}"),
+                        "optional: true".to_string(),
+                        "{{- end }}".to_string(),
+                    ]),
+                );
             }
         }
     }
