@@ -32,8 +32,8 @@ pub struct InjectError {
     source: kube::Error,
 }
 
-/// The patch operations that set the bundle of each entry named in `names` whose client
-/// config differs, `path` the list's JSON pointer.
+/// The patch operations (of a configuration's `/webhooks`, in the order read) that set the
+/// bundle of each entry named in `names` whose client config holds another.
 fn entry_patches<'a>(
     entries: impl Iterator<Item = (&'a str, &'a WebhookClientConfig)>,
     names: &[&str],
