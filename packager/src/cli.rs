@@ -47,6 +47,14 @@ pub struct GenerateArgs {
     /// Repeatable, one per host.
     #[arg(long = "registry-mirror", requires = "image_digests")]
     pub registry_mirrors: Vec<String>,
+    /// The one file to read registry credentials from (a containers-auth.json, as `podman
+    /// login` writes, or a docker config.json). Without it, the credentials are looked for
+    /// where podman, skopeo and docker keep them: $REGISTRY_AUTH_FILE alone when set, else
+    /// $XDG_RUNTIME_DIR/containers/auth.json, ~/.config/containers/auth.json, then
+    /// $DOCKER_CONFIG/config.json or ~/.docker/config.json. A registry with no entry is read
+    /// anonymously.
+    #[arg(long, requires = "image_digests")]
+    pub registry_auth_file: Option<PathBuf>,
 }
 
 /// How `check-bundle` reports.
@@ -96,7 +104,9 @@ pub fn generate(args: &GenerateArgs) -> ExitCode {
             .iter()
             .map(|m| m.parse::<Mirror>())
             .collect::<Result<Vec<_>, _>>()
-            .and_then(|mirrors| pin::pin_images(&mut options, &mirrors));
+            .and_then(|mirrors| {
+                pin::pin_images(&mut options, &mirrors, args.registry_auth_file.clone())
+            });
         match pinned {
             Ok(said) => said.iter().for_each(|line| eprintln!("{line}")),
             Err(error) => {

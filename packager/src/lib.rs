@@ -26,6 +26,7 @@ pub mod monitoring;
 pub mod network_policy;
 pub mod pin;
 pub mod production_sample;
+pub mod registry_auth;
 pub mod release;
 pub mod roles;
 pub mod rules;

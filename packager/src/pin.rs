@@ -6,8 +6,11 @@
 //! A reference is resolved where its registry serves it, or through a mirror given for its
 //! host (`quay.io=http://127.0.0.1:5000/quay.io`): the mirror is asked for the digest of the
 //! same name below its path, and the pinned reference keeps the original name, since a
-//! mirror serves the same content under the same digest. Registries are read anonymously.
+//! mirror serves the same content under the same digest. Each registry asked is read with the
+//! credentials a `podman login`, `skopeo login` or `docker login` left for it
+//! (`registry_auth`), or anonymously.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -16,6 +19,7 @@ use oci_client::{Client, Reference};
 
 use super::bundle::Options;
 use super::images;
+use super::registry_auth::{self, AuthError};
 
 /// Why a reference could not be pinned.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +51,9 @@ pub enum PinError {
         /// What the registry client said.
         error: String,
     },
+    /// The credentials for a registry cannot be used.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// The registry answered with something that is not a sha256 digest.
     #[error("{reference}: the registry gave {digest:?}, not a sha256 digest")]
     NotADigest {
@@ -103,11 +110,24 @@ impl FromStr for Mirror {
 pub struct Resolver {
     client: Client,
     mirrors: Vec<Mirror>,
+    auth_file: Option<PathBuf>,
+}
+
+/// A reference pinned, and where the credentials it was read with came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    /// `REGISTRY/REPOSITORY@sha256:...`.
+    pub reference: String,
+    /// The registry asked and the file holding its credentials, when it was not read
+    /// anonymously.
+    pub credentials: Option<(String, PathBuf)>,
 }
 
 impl Resolver {
-    /// A resolver asking each host's mirror, when one is given, and the host itself otherwise.
-    pub fn new(mirrors: Vec<Mirror>) -> Result<Self, PinError> {
+    /// A resolver asking each host's mirror, when one is given, and the host itself otherwise,
+    /// with the credentials in `auth_file` (the one file to read), or where podman, skopeo and
+    /// docker keep them when it is `None`.
+    pub fn new(mirrors: Vec<Mirror>, auth_file: Option<PathBuf>) -> Result<Self, PinError> {
         for (i, mirror) in mirrors.iter().enumerate() {
             if mirrors[..i].iter().any(|m| m.host == mirror.host) {
                 return Err(PinError::TwoMirrors(mirror.host.clone()));
@@ -123,15 +143,22 @@ impl Resolver {
             ..ClientConfig::default()
         };
         let client = Client::try_from(config).map_err(|e| PinError::Client(e.to_string()))?;
-        Ok(Self { client, mirrors })
+        Ok(Self {
+            client,
+            mirrors,
+            auth_file,
+        })
     }
 
     /// `reference` by digest: `REGISTRY/REPOSITORY@sha256:...`, the digest of what its tag
     /// names now (of an index, for a multi-platform image). A reference with a digest already
     /// is returned as it is.
-    pub async fn pin(&self, reference: &str) -> Result<String, PinError> {
+    pub async fn pin(&self, reference: &str) -> Result<Pinned, PinError> {
         if images::parts(reference).digest.is_some() {
-            return Ok(reference.to_string());
+            return Ok(Pinned {
+                reference: reference.to_string(),
+                credentials: None,
+            });
         }
         let parsed = Reference::try_from(reference)
             .map_err(|e| PinError::Reference(reference.to_string(), e.to_string()))?;
@@ -151,14 +178,25 @@ impl Resolver {
             ),
             None => parsed.clone(),
         };
+        let (auth, auth_file) =
+            registry_auth::registry_auth(asked.registry(), self.auth_file.as_deref())?;
+        let credentials = auth_file.map(|file| (asked.registry().to_string(), file));
+        let anonymous = matches!(auth, RegistryAuth::Anonymous);
         let digest = self
             .client
-            .fetch_manifest_digest(&asked, &RegistryAuth::Anonymous)
+            .fetch_manifest_digest(&asked, &auth)
             .await
             .map_err(|e| PinError::Resolve {
                 reference: reference.to_string(),
                 asked: asked.whole(),
-                error: e.to_string(),
+                error: if anonymous {
+                    format!(
+                        "{e} (read anonymously: no credentials for {} found)",
+                        asked.registry()
+                    )
+                } else {
+                    e.to_string()
+                },
             })?;
         if !images::is_digest(&digest) {
             return Err(PinError::NotADigest {
@@ -166,11 +204,18 @@ impl Resolver {
                 digest,
             });
         }
-        Ok(format!(
-            "{}/{}@{digest}",
-            parsed.registry(),
-            parsed.repository()
-        ))
+        Ok(Pinned {
+            reference: format!("{}/{}@{digest}", parsed.registry(), parsed.repository()),
+            credentials,
+        })
+    }
+}
+
+/// What a line says of the credentials a reference was pinned with.
+fn with_credentials(pinned: &Pinned) -> String {
+    match &pinned.credentials {
+        Some((registry, file)) => format!(" (credentials for {registry} from {})", file.display()),
+        None => String::new(),
     }
 }
 
@@ -179,7 +224,11 @@ impl Resolver {
 /// bundle image, when its registry has it (a release's bundle image exists only once the
 /// bundle is built, so a first generation names it by tag). Returns what it says of each, a
 /// line each: what it was pinned to, or a warning for the bundle image.
-pub fn pin_images(options: &mut Options, mirrors: &[Mirror]) -> Result<Vec<String>, PinError> {
+pub fn pin_images(
+    options: &mut Options,
+    mirrors: &[Mirror],
+    auth_file: Option<PathBuf>,
+) -> Result<Vec<String>, PinError> {
     // The registry client speaks TLS through rustls with ring, as the operator does.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -187,7 +236,7 @@ pub fn pin_images(options: &mut Options, mirrors: &[Mirror]) -> Result<Vec<Strin
         .build()
         .map_err(|e| PinError::Client(e.to_string()))?;
     runtime.block_on(async {
-        let resolver = Resolver::new(mirrors.to_vec())?;
+        let resolver = Resolver::new(mirrors.to_vec(), auth_file)?;
         let mut said = Vec::new();
         let mut images = options.images.clone();
         for (name, image) in images.named_mut() {
@@ -196,20 +245,27 @@ pub fn pin_images(options: &mut Options, mirrors: &[Mirror]) -> Result<Vec<Strin
                 continue;
             }
             let pinned = resolver.pin(image).await?;
-            said.push(format!("pinned {name}: {image} -> {pinned}"));
-            *image = pinned;
+            said.push(format!(
+                "pinned {name}: {image} -> {}{}",
+                pinned.reference,
+                with_credentials(&pinned)
+            ));
+            *image = pinned.reference;
         }
         options.images = images;
         match resolver.pin(&options.bundle_image).await {
-            Ok(pinned) if pinned == options.bundle_image => said.push(format!(
-                "kept the bundle: {pinned} (named by digest already)"
+            Ok(pinned) if pinned.reference == options.bundle_image => said.push(format!(
+                "kept the bundle: {} (named by digest already)",
+                pinned.reference
             )),
             Ok(pinned) => {
                 said.push(format!(
-                    "pinned the bundle: {} -> {pinned}",
-                    options.bundle_image
+                    "pinned the bundle: {} -> {}{}",
+                    options.bundle_image,
+                    pinned.reference,
+                    with_credentials(&pinned)
                 ));
-                options.bundle_image = pinned;
+                options.bundle_image = pinned.reference;
             }
             Err(error) => said.push(format!(
                 "warning: the catalog names the bundle image by tag ({error}): push the bundle \
@@ -262,16 +318,19 @@ mod tests {
             "quay.io=http://a:5000".parse().expect("a mirror"),
             "quay.io=http://b:5000".parse().expect("a mirror"),
         ];
-        let error = Resolver::new(mirrors).err().expect("refused").to_string();
+        let error = Resolver::new(mirrors, None)
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(error.contains("two mirrors for quay.io"), "{error}");
     }
 
     #[tokio::test]
     async fn a_pinned_reference_stays_and_one_without_tag_or_digest_is_refused_without_a_request() {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let resolver = Resolver::new(Vec::new()).expect("a resolver");
+        let resolver = Resolver::new(Vec::new(), None).expect("a resolver");
         let pinned = format!("quay.io/org/name@sha256:{}", "a".repeat(64));
-        assert_eq!(resolver.pin(&pinned).await.expect("kept"), pinned);
+        assert_eq!(resolver.pin(&pinned).await.expect("kept").reference, pinned);
         let error = resolver
             .pin("not a reference")
             .await

@@ -218,3 +218,17 @@ pub fn write_release(options: &memcached_packager::bundle::Options, dir: &std::p
         std::fs::write(&target, files.get(path).expect("content")).expect("write");
     }
 }
+
+/// `--registry-mirror`s sending each host the images built here name (`quay.io`,
+/// `registry.invalid`) to `registry`, below a path of the host's name, as the local registry
+/// stores them.
+pub fn mirrors_at(registry: &str) -> Vec<memcached_packager::pin::Mirror> {
+    ["quay.io", "registry.invalid"]
+        .iter()
+        .map(|host| {
+            format!("{host}=http://{registry}/{host}")
+                .parse()
+                .expect("a mirror")
+        })
+        .collect()
+}

@@ -7,7 +7,8 @@
 //!
 //! One install serves every scenario (`testkit::scenarios`), started by the first that runs.
 //! Scenarios run in the order listed: the local registry's catalogue once every image is built
-//! (nothing built here under an upstream name), a cluster-wide proxy set through the
+//! (nothing built here under an upstream name), pinning through a registry that needs a
+//! login, a cluster-wide proxy set through the
 //! Subscription early
 //! (the replicas OLM then rolls out are the ones the later scenarios use), the RBAC check of
 //! the operator's logs after everything else made the operator work, then `check-bundle`'s
@@ -18,6 +19,7 @@
 
 mod api;
 mod cluster;
+mod credentials;
 mod install;
 mod leader;
 mod lifecycle;
@@ -38,6 +40,7 @@ fn main() {
         install::olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook,
         install::olms_webhooks_are_the_ones_config_installs_without_olm,
         registry::the_local_registry_holds_no_rebuild_under_an_upstream_name,
+        credentials::a_registry_that_needs_a_login_is_pinned_with_the_logins_credentials,
         api::both_api_versions_go_through_olms_wiring,
         proxy::a_proxy_set_in_the_subscription_is_never_asked_for_what_no_proxy_covers,
         operand::memcached_answers_on_every_server_and_follows_kubectl_scale,

@@ -22,7 +22,9 @@ use memcached_packager::pin::{self, Mirror};
 use memcached_packager::release;
 use serde_json::{Value, json};
 
-use crate::cluster::{Env, WAIT, build_release_images, eventually, release_image, write_release};
+use crate::cluster::{
+    Env, WAIT, build_release_images, eventually, mirrors_at, release_image, write_release,
+};
 
 /// The tag the pinned release's bundle and catalog images are built under (a tag of their
 /// own, so that the bundle image pinned is this bundle's, not the shipped one's).
@@ -60,15 +62,8 @@ async fn pinned_options() -> (Options, Vec<String>) {
         options.images.memcached = reference("memcached");
         options.images.exporter = reference("memcached-exporter");
         options.bundle_image = release::bundle_image(PINNED);
-        let mirrors: Vec<Mirror> = ["quay.io", "registry.invalid"]
-            .iter()
-            .map(|host| {
-                format!("{host}=http://{registry}/{host}")
-                    .parse()
-                    .expect("a mirror")
-            })
-            .collect();
-        let said = pin::pin_images(&mut options, &mirrors).unwrap_or_else(|e| panic!("{e}"));
+        let mirrors = mirrors_at(&registry);
+        let said = pin::pin_images(&mut options, &mirrors, None).unwrap_or_else(|e| panic!("{e}"));
         (options, said)
     })
     .await
@@ -217,7 +212,7 @@ pub async fn a_release_pinned_by_digest_installs_through_a_digest_only_mirror(en
         let mirror: Mirror = format!("quay.io=http://{registry}/quay.io")
             .parse()
             .expect("a mirror");
-        let said = pin::pin_images(&mut options, &[mirror]).unwrap_or_else(|e| panic!("{e}"));
+        let said = pin::pin_images(&mut options, &[mirror], None).unwrap_or_else(|e| panic!("{e}"));
         (options, said)
     })
     .await
