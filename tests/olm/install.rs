@@ -14,7 +14,7 @@ use kube::api::{Api, ListParams};
 use memcached_operator::tls::certs::OLM_SERVING_CERTS_DIR;
 use serde_json::Value;
 
-use crate::cluster::{Env, operator_process};
+use crate::cluster::{Env, WAIT, eventually, operator_process};
 
 /// The CSV as OLM stored it.
 pub fn csv(env: &Env) -> Value {
@@ -44,10 +44,44 @@ pub fn csv_service_account(csv: &Value) -> String {
         .to_string()
 }
 
+/// The reasons the CSV's conditions went through, in order.
+fn reasons(csv: &Value) -> Vec<String> {
+    csv["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["reason"].as_str().map(str::to_string))
+        .collect()
+}
+
 pub async fn olm_runs_two_replicas_on_its_certificates_and_wires_every_webhook(env: Arc<Env>) {
     let installed = &env.installed;
-    let csv = csv(&env);
-    assert_eq!(csv["status"]["phase"], "Succeeded", "{}", csv["status"]);
+    // OLM may take a Succeeded CSV back to Pending (`NeedsReinstall`, "calculated deployment
+    // install is bad") when its caches lag behind what it just made, and install it again
+    // (new certificates, the Deployment rolled): what a user sees is the CSV Succeeded and
+    // the Deployment rolled out in the end. Wait for both, and say when OLM went round.
+    let csv = eventually(
+        "the CSV Succeeded and its Deployment rolled out, two pods",
+        WAIT,
+        || async {
+            let csv = csv(&env);
+            let deployment = env.deployment().await;
+            let (spec, status) = (deployment.spec?, deployment.status?);
+            let rolled = status.observed_generation == deployment.metadata.generation
+                && status.updated_replicas == spec.replicas
+                && status.ready_replicas == spec.replicas
+                && status.replicas == spec.replicas;
+            let pods = env.operator_pods().await;
+            let settled =
+                pods.len() == 2 && pods.iter().all(|p| p.metadata.deletion_timestamp.is_none());
+            (csv["status"]["phase"] == "Succeeded" && rolled && settled).then_some(csv)
+        },
+    )
+    .await;
+    let went = reasons(&csv);
+    if went.iter().any(|r| r == "NeedsReinstall") {
+        eprintln!("figures: OLM installed the CSV again after it had Succeeded: {went:?}");
+    }
     let account = csv_service_account(&csv);
 
     let deployment = env.deployment().await;
