@@ -1,7 +1,8 @@
 //! Pinning through a registry that needs a login: a second registry (Debian's docker-registry,
 //! as the local one) with htpasswd authentication, on this process's loopback address, holds
-//! copies of the operator's, memcached's and the exporter's images (`skopeo copy
-//! --preserve-digests` from the local registry, with the login). The packaging tool
+//! copies of the operator's, memcached's and the exporter's images (`skopeo copy --all
+//! --preserve-digests` from the local registry, with the login: every platform of an image
+//! index, so that the index's digest is the same). The packaging tool
 //! (`pin::pin_images`, what `generate --image-digests` runs), asking it as the mirror of each
 //! image's host, pins each image to the digest the local registry gives it when it reads the
 //! login from a containers-auth.json (as `podman login` writes it, given with
@@ -118,7 +119,7 @@ pub async fn a_registry_that_needs_a_login_is_pinned_with_the_logins_credentials
         for name in IMAGES {
             let reference = testkit::images::reference(name).unwrap_or_else(|e| panic!("{e}"));
             let output = Command::new("/usr/bin/skopeo")
-                .args(["copy", "--quiet", "--preserve-digests"])
+                .args(["copy", "--quiet", "--all", "--preserve-digests"])
                 .args(["--src-tls-verify=false", "--dest-tls-verify=false"])
                 .arg(format!("--dest-creds={USER}:{PASSWORD}"))
                 .arg(format!("docker://{local}/{reference}"))
