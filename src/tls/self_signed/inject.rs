@@ -83,6 +83,53 @@ where
     Ok(true)
 }
 
+/// A webhook configuration kind: the name and client config of each of its webhooks.
+trait Configuration:
+    kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
+{
+    fn entries(&self) -> Vec<(&str, &WebhookClientConfig)>;
+}
+
+impl Configuration for MutatingWebhookConfiguration {
+    fn entries(&self) -> Vec<(&str, &WebhookClientConfig)> {
+        let webhooks = self.webhooks.iter().flatten();
+        webhooks
+            .map(|w| (w.name.as_str(), &w.client_config))
+            .collect()
+    }
+}
+
+impl Configuration for ValidatingWebhookConfiguration {
+    fn entries(&self) -> Vec<(&str, &WebhookClientConfig)> {
+        let webhooks = self.webhooks.iter().flatten();
+        webhooks
+            .map(|w| (w.name.as_str(), &w.client_config))
+            .collect()
+    }
+}
+
+/// Writes `bundle` into the entries `names` of configuration `name` of kind `K` where it
+/// differs; returns what was written, if anything.
+async fn configuration<K: Configuration>(
+    client: &Client,
+    name: &str,
+    names: &[&str],
+    bundle: &[u8],
+) -> Result<Option<String>, InjectError> {
+    let api: Api<K> = Api::all(client.clone());
+    let what = format!("{} {name}", K::kind(&()));
+    let failed = |source| InjectError {
+        what: what.clone(),
+        source,
+    };
+    let Some(config) = api.get_opt(name).await.map_err(failed)? else {
+        return Ok(None);
+    };
+    let operations = entry_patches(config.entries().into_iter(), names, bundle);
+    let wrote = apply(&api, name, operations).await.map_err(failed)?;
+    Ok(wrote.then_some(what))
+}
+
 /// Writes `bundle` (PEM) wherever it differs; returns what was written. An object that does
 /// not exist is skipped: an install without it (the chart always has all three).
 pub async fn inject(
@@ -96,47 +143,24 @@ pub async fn inject(
         move |source| InjectError { what, source }
     };
 
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let what = format!("MutatingWebhookConfiguration {MUTATING_CONFIGURATION_NAME}");
-    if let Some(config) = mutating
-        .get_opt(MUTATING_CONFIGURATION_NAME)
-        .await
-        .map_err(failed(&what))?
-    {
-        let entries = config.webhooks.iter().flatten();
-        let operations = entry_patches(
-            entries.map(|w| (w.name.as_str(), &w.client_config)),
+    written.extend(
+        configuration::<MutatingWebhookConfiguration>(
+            client,
+            MUTATING_CONFIGURATION_NAME,
             names,
             bundle,
-        );
-        if apply(&mutating, MUTATING_CONFIGURATION_NAME, operations)
-            .await
-            .map_err(failed(&what))?
-        {
-            written.push(what);
-        }
-    }
-
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let what = format!("ValidatingWebhookConfiguration {VALIDATING_CONFIGURATION_NAME}");
-    if let Some(config) = validating
-        .get_opt(VALIDATING_CONFIGURATION_NAME)
-        .await
-        .map_err(failed(&what))?
-    {
-        let entries = config.webhooks.iter().flatten();
-        let operations = entry_patches(
-            entries.map(|w| (w.name.as_str(), &w.client_config)),
+        )
+        .await?,
+    );
+    written.extend(
+        configuration::<ValidatingWebhookConfiguration>(
+            client,
+            VALIDATING_CONFIGURATION_NAME,
             names,
             bundle,
-        );
-        if apply(&validating, VALIDATING_CONFIGURATION_NAME, operations)
-            .await
-            .map_err(failed(&what))?
-        {
-            written.push(what);
-        }
-    }
+        )
+        .await?,
+    );
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let what = format!("CustomResourceDefinition {CRD_NAME}");

@@ -108,6 +108,17 @@ struct Held {
 }
 
 impl Held {
+    /// A certificate just made, with its key.
+    fn made(cert: &rcgen::Certificate, key: &KeyPair, not_before: i64, not_after: i64) -> Held {
+        Held {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+            not_before,
+            not_after,
+        }
+    }
+
     /// When two thirds of its validity have passed.
     fn renewal(&self) -> i64 {
         self.not_before + (self.not_after - self.not_before) * 2 / 3
@@ -190,18 +201,24 @@ fn new_ca(now: i64, validity: Duration) -> Result<Held, IssueError> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
+    let (not_before, not_after) = valid(&mut params, now, validity, i64::MAX)?;
+    let cert = params.self_signed(&key).map_err(issue_error("CA"))?;
+    Ok(Held::made(&cert, &key, not_before, not_after))
+}
+
+/// Sets the validity of `params`: from `now` (less its [`backdate`]) for `validity`, but not
+/// past `until`; returns it.
+fn valid(
+    params: &mut CertificateParams,
+    now: i64,
+    validity: Duration,
+    until: i64,
+) -> Result<(i64, i64), IssueError> {
     let not_before = now - backdate(seconds(validity));
-    let not_after = now.saturating_add(seconds(validity));
+    let not_after = now.saturating_add(seconds(validity)).min(until);
     params.not_before = timestamp(not_before)?;
     params.not_after = timestamp(not_after)?;
-    let cert = params.self_signed(&key).map_err(issue_error("CA"))?;
-    Ok(Held {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        der: cert.der().clone(),
-        not_before,
-        not_after,
-    })
+    Ok((not_before, not_after))
 }
 
 /// A serving certificate for `names`, signed by `ca`, valid for `validity` but not past the
@@ -219,20 +236,11 @@ fn new_leaf(ca: &Held, names: &[String], now: i64, validity: Duration) -> Result
     }
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let not_before = now - backdate(seconds(validity));
-    let not_after = now.saturating_add(seconds(validity)).min(ca.not_after);
-    params.not_before = timestamp(not_before)?;
-    params.not_after = timestamp(not_after)?;
+    let (not_before, not_after) = valid(&mut params, now, validity, ca.not_after)?;
     let cert = params
         .signed_by(&key, &issuer)
         .map_err(issue_error("serving certificate"))?;
-    Ok(Held {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        der: cert.der().clone(),
-        not_before,
-        not_after,
-    })
+    Ok(Held::made(&cert, &key, not_before, not_after))
 }
 
 /// Whether `leaf` names exactly `names`.
