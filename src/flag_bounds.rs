@@ -15,11 +15,16 @@ pub const MIN_REQUEST_BYTES: usize = 4096;
 /// A duration of at least [`MIN_DURATION`] (`--retry-period`, `--renew-deadline`,
 /// `--cert-poll-interval`, `--request-timeout`).
 pub fn duration(text: &str) -> Result<Duration, String> {
+    at_least(text, MIN_DURATION)
+}
+
+/// A duration of at least `min`, or why not.
+fn at_least(text: &str, min: Duration) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
-    if duration < MIN_DURATION {
+    if duration < min {
         return Err(format!(
             "{text} is shorter than {}",
-            humantime::format_duration(MIN_DURATION)
+            humantime::format_duration(min)
         ));
     }
     Ok(duration)
@@ -31,14 +36,7 @@ pub const MIN_VALIDITY: Duration = Duration::from_secs(60);
 
 /// A certificate validity of at least [`MIN_VALIDITY`].
 pub fn validity(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
-    if duration < MIN_VALIDITY {
-        return Err(format!(
-            "{text} is shorter than {}",
-            humantime::format_duration(MIN_VALIDITY)
-        ));
-    }
-    Ok(duration)
+    at_least(text, MIN_VALIDITY)
 }
 
 /// A whole number of seconds, at least one (`--lease-duration`): what a Lease's
