@@ -29,8 +29,10 @@ use thiserror::Error;
 use tracing::{debug, info, warn};
 
 use crate::api::v1beta1::{TLS_CA_KEY, TLS_CERT_KEY};
+use crate::listener::ServerError;
 use crate::tls::certs::{CertError, parse_chain};
 
+use super::health::{self, Heartbeat};
 use super::session::{self, Files, SessionError, presented_certificate, refresh};
 
 /// The container name of the sidecar in memcached pods.
@@ -60,6 +62,11 @@ pub struct RefreshArgs {
     /// How often to compare the certificate file with the served certificate.
     #[arg(long, default_value = "5s", value_parser = crate::flag_bounds::duration)]
     pub interval: Duration,
+
+    /// Port of the kubelet's probes, `/healthz` and `/readyz` (plain HTTP, every address);
+    /// without it, none are served.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub health_port: Option<u16>,
 }
 
 /// Why the refresher stopped.
@@ -71,13 +78,17 @@ pub enum RefreshError {
     /// The sidecars' client certificate cannot be presented, so no refresh can be sent.
     #[error("the sidecars' client certificate cannot be used: {0}")]
     ClientCertificate(#[source] SessionError),
+    /// The probes' port cannot be listened on.
+    #[error(transparent)]
+    Health(#[from] ServerError),
 }
 
 /// Runs until `shutdown` completes: compares the certificate file with the served certificate
-/// every `interval`, and refreshes the server when they differ.
+/// every `interval`, and refreshes the server when they differ; serves the kubelet's probes on
+/// `--health-port` meanwhile.
 pub async fn run(
     args: RefreshArgs,
-    mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<(), RefreshError> {
     if !args.cert_dir.is_dir() {
         return Err(RefreshError::NoCertDir(args.cert_dir));
@@ -93,6 +104,24 @@ pub async fn run(
         .client_identity()
         .await
         .map_err(RefreshError::ClientCertificate)?;
+    let listener = health::listen(args.health_port).await?;
+    let heartbeat = Heartbeat::default();
+    heartbeat.beat();
+    health::beside(
+        listener,
+        heartbeat.clone(),
+        rounds(&args, &files, &heartbeat, shutdown),
+    )
+    .await
+}
+
+/// The refresher's rounds, one every `interval`, each a beat of `heartbeat`.
+async fn rounds(
+    args: &RefreshArgs,
+    files: &Files,
+    heartbeat: &Heartbeat,
+    mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> Result<(), RefreshError> {
     // The serial the server was last seen presenting; None until it answered once.
     let mut served: Option<String> = None;
     // The `ca.crt` the server is known to have read: as it was when the server was last
@@ -103,6 +132,7 @@ pub async fn run(
             () = &mut shutdown => return Ok(()),
             () = tokio::time::sleep(args.interval) => {}
         }
+        heartbeat.beat();
         let on_disk = match file_serial(&args.cert_dir).await {
             Ok(on_disk) => on_disk,
             Err(error) => {
@@ -124,7 +154,7 @@ pub async fn run(
                 } else {
                     debug!("sending refresh_certs once, so that the server has read this ca.crt");
                 }
-                match refresh(&files).await {
+                match refresh(files).await {
                     Ok(()) => {
                         if ca_loaded.is_some() {
                             info!("the server has read the changed ca.crt");
@@ -136,7 +166,7 @@ pub async fn run(
             }
             continue;
         }
-        match step(&files, &on_disk, served.is_some()).await {
+        match step(files, &on_disk, served.is_some()).await {
             Ok((now, refreshed)) => {
                 // A refresh has the server read this ca.crt too.
                 if refreshed {
@@ -230,6 +260,7 @@ mod tests {
             auth_file: None,
             port: 11211,
             interval: Duration::from_millis(10),
+            health_port: None,
         };
         let error = tokio::time::timeout(
             Duration::from_secs(10),
@@ -254,6 +285,7 @@ mod tests {
             auth_file: None,
             port: 11211,
             interval: Duration::from_secs(5),
+            health_port: None,
         };
         let error = run(args, Box::pin(std::future::pending()))
             .await

@@ -29,7 +29,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tracing::{debug, info, warn};
 
+use super::health::{self, Heartbeat};
 use super::session::{self, Files, SessionError};
+use crate::listener::ServerError;
 
 /// The container name of the sidecar in memcached pods.
 pub const CONTAINER_NAME: &str = "stats-relay";
@@ -76,7 +78,15 @@ pub struct RelayArgs {
     /// the server asks for one; only with `--tls`.
     #[arg(long, requires = "tls")]
     pub client_cert_dir: Option<PathBuf>,
+
+    /// Port of the kubelet's probes, `/healthz` and `/readyz` (plain HTTP, every address);
+    /// without it, none are served.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub health_port: Option<u16>,
 }
+
+/// How often the accept loop beats (`health`) while no connection comes.
+const BEAT_EVERY: Duration = Duration::from_secs(5);
 
 /// Why the relay stopped.
 #[derive(Debug, Error)]
@@ -92,16 +102,20 @@ pub enum RelayError {
         /// What failed.
         message: String,
     },
+    /// The probes' port cannot be listened on.
+    #[error(transparent)]
+    Health(#[from] ServerError),
 }
 
 /// A connection to the server, TLS or plain.
 trait Duplex: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Duplex for T {}
 
-/// Runs until `shutdown` completes: serves every connection to the socket on a task of its own.
+/// Runs until `shutdown` completes: serves every connection to the socket on a task of its
+/// own, and the kubelet's probes on `--health-port`.
 pub async fn run(
     args: RelayArgs,
-    mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<(), RelayError> {
     let listen_failed = |error: std::io::Error| RelayError::Listen {
         path: args.listen.clone(),
@@ -127,15 +141,39 @@ pub async fn run(
         .client_identity()
         .await
         .map_err(RelayError::ClientCertificate)?;
+    let probes = health::listen(args.health_port).await?;
+    let heartbeat = Heartbeat::default();
+    health::beside(
+        probes,
+        heartbeat.clone(),
+        accept(&args, listener, &heartbeat, shutdown),
+    )
+    .await
+}
+
+/// Accepts connections until `shutdown` completes, beating `heartbeat` every [`BEAT_EVERY`]
+/// and after every connection accepted.
+async fn accept(
+    args: &RelayArgs,
+    listener: UnixListener,
+    heartbeat: &Heartbeat,
+    mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> Result<(), RelayError> {
     // A connection that finds the client certificate unusable stops the relay with the
     // reason, which the Memcached's status then shows.
     let (unusable, mut stop) = tokio::sync::mpsc::unbounded_channel();
+    let mut beats = tokio::time::interval(BEAT_EVERY);
     loop {
         let accepted = tokio::select! {
             () = &mut shutdown => return Ok(()),
             Some(error) = stop.recv() => return Err(RelayError::ClientCertificate(error)),
+            _ = beats.tick() => {
+                heartbeat.beat();
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
+        heartbeat.beat();
         match accepted {
             Ok((client, _)) => {
                 let args = args.clone();
@@ -333,6 +371,7 @@ mod tests {
             port: 11211,
             tls: true,
             client_cert_dir: Some(dir.path().to_path_buf()),
+            health_port: None,
         };
         let error = run(args, Box::pin(std::future::pending()))
             .await
@@ -358,6 +397,7 @@ mod tests {
             port,
             tls: false,
             client_cert_dir: None,
+            health_port: None,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let relay = tokio::spawn(run(
@@ -422,6 +462,7 @@ mod tests {
             port,
             tls: false,
             client_cert_dir: None,
+            health_port: None,
         };
         let relay = tokio::spawn(run(args, Box::pin(std::future::pending())));
         let client = loop {
@@ -454,6 +495,7 @@ mod tests {
             port: 11211,
             tls: false,
             client_cert_dir: None,
+            health_port: None,
         };
         let error = run(args, Box::pin(std::future::pending()))
             .await

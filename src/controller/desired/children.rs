@@ -38,6 +38,7 @@ pub mod identity;
 pub mod lifecycle;
 pub mod monitoring;
 pub mod network;
+pub mod probes;
 pub mod prometheus_rule;
 pub mod security;
 pub mod service_monitor;
@@ -264,14 +265,25 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
     let secret_volumes = security::volumes(memcached);
     let (mut volumes, mut mounts) = (secret_volumes.volumes, secret_volumes.memcached);
     let secrets = !volumes.is_empty();
+    let health = probes::health_ports([
+        Some(port(memcached)),
+        security::plaintext_port(memcached),
+        monitoring::metrics_port(memcached),
+    ]);
     let refresher = security::refresher(
         memcached,
         port(memcached),
         &secret_volumes.refresher,
         identity::sidecar(identity::REFRESHER, platform),
+        health.refresher,
     );
-    let (monitors, monitor_volumes) =
-        monitoring::sidecars(memcached, port(memcached), &secret_volumes.relay, platform);
+    let (monitors, monitor_volumes) = monitoring::sidecars(
+        memcached,
+        port(memcached),
+        &secret_volumes.relay,
+        platform,
+        health.relay,
+    );
     volumes.extend(monitor_volumes);
     // The installer first: init containers start in order, and it must end before memcached.
     let init_containers: Vec<Container> = supervision::installer(memcached)

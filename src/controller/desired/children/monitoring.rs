@@ -12,12 +12,11 @@
 //! when the server serves it, with the sidecars' own client certificate (never the server's
 //! key). Each runs as its own user (`children::identity`).
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::identity::{self, EXPORTER, Platform, RELAY};
+use super::probes;
 use super::security::{self, CLIENT_TLS_DIR};
 use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{ClientAuth, DEFAULT_METRICS_PORT, Memcached};
@@ -58,12 +57,14 @@ pub fn relayed(memcached: &Memcached) -> bool {
 
 /// The exporter's and the relay's containers, and the relay's socket volume; nothing when
 /// monitoring is off. `port` is memcached's client port, `relay_mounts` the relay's Secret
-/// mounts ([`SecretVolumes::relay`](super::security::SecretVolumes)).
+/// mounts ([`SecretVolumes::relay`](super::security::SecretVolumes)), `health` the relay's
+/// probe port.
 pub fn sidecars(
     memcached: &Memcached,
     port: i32,
     relay_mounts: &[VolumeMount],
     platform: Platform,
+    health: i32,
 ) -> (Vec<Container>, Vec<Volume>) {
     let (Some(monitoring), Some(metrics_port)) =
         (&memcached.spec.monitoring, metrics_port(memcached))
@@ -105,6 +106,8 @@ pub fn sidecars(
         if security::client_secret(memcached).is_some() {
             relay_args.push(format!("--client-cert-dir={CLIENT_TLS_DIR}"));
         }
+        relay_args.push(format!("--health-port={health}"));
+        let (liveness, readiness) = probes::sidecar(probes::RELAY_PORT_NAME);
         let mut relay_mounts = relay_mounts.to_vec();
         relay_mounts.push(socket_mount.clone());
         containers.push(Container {
@@ -112,6 +115,9 @@ pub fn sidecars(
             image: monitoring.relay_image.clone(),
             command: Some(vec![operator::BINARY_PATH.into()]),
             args: Some(relay_args),
+            ports: Some(vec![probes::port(probes::RELAY_PORT_NAME, health)]),
+            liveness_probe: Some(liveness),
+            readiness_probe: Some(readiness),
             restart_policy: Some("Always".into()),
             resources: Some(memory_bound(
                 security::REFRESHER_CPU,
@@ -131,16 +137,14 @@ pub fn sidecars(
             args.push("--memcached.tls.insecure-skip-verify".into());
         }
     }
+    let (liveness, readiness) = probes::exporter(METRICS_PORT_NAME);
     containers.push(Container {
         name: EXPORTER_CONTAINER_NAME.into(),
         image: monitoring.exporter_image.clone(),
         args: Some(args),
-        ports: Some(vec![ContainerPort {
-            name: Some(METRICS_PORT_NAME.into()),
-            container_port: metrics_port,
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
+        ports: Some(vec![probes::port(METRICS_PORT_NAME, metrics_port)]),
+        liveness_probe: Some(liveness),
+        readiness_probe: Some(readiness),
         restart_policy: Some("Always".into()),
         resources: Some(
             monitoring

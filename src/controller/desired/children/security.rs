@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::ResourceExt;
 
+use super::probes;
 use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{
     AUTH_FILE_KEY, ClientAuth, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY,
@@ -115,13 +116,15 @@ pub fn args(memcached: &Memcached, port: i32) -> Vec<String> {
 /// The certificate refresher, a native sidecar (an init container that keeps running) beside a
 /// TLS server: it reads the server's certificate and `ca.crt` (not its key) and sends the
 /// server `refresh_certs` on its loopback when either changes (`memcached-operator
-/// refresh-certs`), presenting the sidecars' client certificate when there is one. `mounts`
-/// are [`SecretVolumes::refresher`].
+/// refresh-certs`), presenting the sidecars' client certificate when there is one, and
+/// answering the kubelet's probes on port `health`. `mounts` are
+/// [`SecretVolumes::refresher`].
 pub fn refresher(
     memcached: &Memcached,
     port: i32,
     mounts: &[VolumeMount],
     security: SecurityContext,
+    health: i32,
 ) -> Option<Container> {
     let tls = memcached.spec.tls.as_ref()?;
     let mut args = vec![
@@ -135,11 +138,16 @@ pub fn refresher(
     if memcached.spec.auth.is_some() {
         args.push(format!("--auth-file={}", auth_file()));
     }
+    args.push(format!("--health-port={health}"));
+    let (liveness, readiness) = probes::sidecar(probes::REFRESHER_PORT_NAME);
     Some(Container {
         name: refresher::CONTAINER_NAME.into(),
         image: tls.refresher_image.clone(),
         command: Some(vec![operator::BINARY_PATH.into()]),
         args: Some(args),
+        ports: Some(vec![probes::port(probes::REFRESHER_PORT_NAME, health)]),
+        liveness_probe: Some(liveness),
+        readiness_probe: Some(readiness),
         restart_policy: Some("Always".into()),
         resources: Some(memory_bound(REFRESHER_CPU, REFRESHER_MEMORY)),
         volume_mounts: Some(mounts.to_vec()),

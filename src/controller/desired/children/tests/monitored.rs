@@ -58,7 +58,32 @@ fn with_authentication_the_exporter_reads_through_the_stats_relay() {
             "--auth-file=/etc/memcached/auth/authfile",
             "--tls",
             "--client-cert-dir=/etc/memcached/client-tls",
+            "--health-port=9152",
         ]
+    );
+    // The refresher's probes answer on 9151, the relay's on the next port, the exporter's on
+    // its metrics port.
+    let probed = |container: &Container| {
+        let get = container
+            .liveness_probe
+            .as_ref()
+            .and_then(|p| p.http_get.clone());
+        get.map(|get| (get.path, get.port))
+    };
+    assert_eq!(
+        probed(relay),
+        Some((
+            Some("/healthz".into()),
+            IntOrString::String("relay-health".into())
+        ))
+    );
+    assert_eq!(
+        relay.ports.clone().unwrap_or_default()[0].container_port,
+        9152
+    );
+    assert_eq!(
+        probed(exporter),
+        Some((Some("/".into()), IntOrString::String("metrics".into())))
     );
     assert_eq!(
         exporter.args.clone().unwrap_or_default(),
@@ -109,6 +134,7 @@ fn under_client_certificates_the_exporter_reads_through_the_relay_and_holds_no_k
             "--port=11211",
             "--tls",
             "--client-cert-dir=/etc/memcached/client-tls",
+            "--health-port=9152",
         ]
     );
     assert_eq!(
@@ -128,6 +154,7 @@ fn under_client_certificates_the_exporter_reads_through_the_relay_and_holds_no_k
             "--listen=/run/stats-relay/stats.sock",
             "--port=11211",
             "--tls",
+            "--health-port=9152",
         ]
     );
     assert_eq!(mounts(relay), ["/run/stats-relay"]);

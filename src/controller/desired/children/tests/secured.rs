@@ -151,9 +151,27 @@ fn a_tls_server_has_the_certificate_refresher_beside_it() {
             "--cert-dir=/etc/memcached/tls",
             "--port=11211",
             "--client-cert-dir=/etc/memcached/client-tls",
-            "--auth-file=/etc/memcached/auth/authfile"
+            "--auth-file=/etc/memcached/auth/authfile",
+            "--health-port=9151"
         ]
     );
+    // The kubelet probes its heartbeat on the port it listens on.
+    let ports = refresher.ports.clone().unwrap_or_default();
+    assert_eq!(
+        (ports[0].name.as_deref(), ports[0].container_port),
+        (Some("refresh-health"), 9151)
+    );
+    for (probe, path) in [
+        (&refresher.liveness_probe, "/healthz"),
+        (&refresher.readiness_probe, "/readyz"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.clone())
+            .expect("HTTP");
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(get.port, IntOrString::String("refresh-health".into()));
+    }
     // memcached mounts the two Secrets and nothing else of the refresher's; the refresher
     // the server's certificate and CA (not its key), the sidecars' client certificate and the
     // credentials.
