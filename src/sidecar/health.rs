@@ -10,7 +10,7 @@
 //! with the reason (`termination`). The answers hold no detail of the pod beyond the age.
 
 use std::future::{Future, IntoFuture};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -92,14 +92,24 @@ fn router(heartbeat: Heartbeat, within: Duration) -> Router {
         .route(READINESS_PATH, get(answer))
 }
 
-/// The probes' listener on `port` of every address, when a port is given. A port that cannot
-/// be bound stops the sidecar with the reason.
+/// The probes' listener on `port` of every address, when a port is given: IPv6's unspecified
+/// address, which takes IPv4 too (the kubelet probes the pod's address, of either family),
+/// or IPv4's where the kernel has no IPv6. A port that cannot be bound stops the sidecar with
+/// the reason.
 pub async fn listen(port: Option<u16>) -> Result<Option<TcpListener>, ServerError> {
-    match port {
-        Some(port) => Ok(Some(
-            bind("health", IpAddr::V4(Ipv4Addr::UNSPECIFIED), port).await?,
-        )),
-        None => Ok(None),
+    let Some(port) = port else {
+        return Ok(None);
+    };
+    match bind("health", IpAddr::V6(Ipv6Addr::UNSPECIFIED), port).await {
+        Ok(listener) => Ok(Some(listener)),
+        // In use is in use on either family; anything else (no IPv6 in this kernel) is
+        // tried again on IPv4.
+        Err(ServerError::Bind { source, .. }) if source.kind() != std::io::ErrorKind::AddrInUse => {
+            Ok(Some(
+                bind("health", IpAddr::V4(Ipv4Addr::UNSPECIFIED), port).await?,
+            ))
+        }
+        Err(error) => Err(error),
     }
 }
 
@@ -202,6 +212,22 @@ mod tests {
                 .is_err(),
             "the listener stopped with the work"
         );
+    }
+
+    #[tokio::test]
+    async fn the_listener_on_every_address_takes_ipv4_clients() {
+        let listener = listen(Some(0)).await.expect("bound").expect("a listener");
+        let port = listener.local_addr().expect("bound").port();
+        let heartbeat = Heartbeat::default();
+        heartbeat.beat();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let work = tokio::spawn(beside(Some(listener), heartbeat, async move {
+            let _ = released.await;
+        }));
+        let answer = get(port, LIVENESS_PATH).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        release.send(()).expect("the work waits");
+        work.await.expect("joined");
     }
 
     #[tokio::test]
