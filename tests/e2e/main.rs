@@ -17,6 +17,7 @@ mod admission;
 mod auth_file;
 mod ca_change;
 mod churn;
+mod client_auth_request;
 mod cluster;
 mod controller;
 mod drills;
@@ -46,6 +47,7 @@ fn main() {
         admission::config_default_applies_with_a_server_side_dry_run,
         auth_file::memcached_reads_auth_files_as_the_operator_says,
         ca_change::a_new_ca_is_trusted_before_certificates_it_signs_are_presented,
+        client_auth_request::under_request_a_client_without_a_certificate_is_served_and_a_strangers_is_refused,
         supervisor::the_supervisor_reloads_a_changed_auth_file_and_refuses_one_memcached_would_refuse,
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
