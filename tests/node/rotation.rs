@@ -1,6 +1,8 @@
 //! A certificate renewed by cert-manager reaches every memcached server without a restart and
-//! without losing an item, under client certificates: the servers of a two-server Memcached
-//! require them (`clientAuth: Require`) and take their certificate from the cert-manager
+//! without losing an item, under client certificates and authentication: the servers of a
+//! two-server Memcached require both (`clientAuth: Require`, `spec.auth`, so memcached runs
+//! under the supervisor and the refresher authenticates too) and take their certificate from
+//! the cert-manager
 //! Certificate the operator writes for `spec.tls.issuerRef` (a CA issuer), server
 //! authentication only; the operator also writes the sidecars' own Certificate
 //! (`cache-client`, client authentication only), which the certificate refresher presents and
@@ -11,6 +13,7 @@
 //! every server then presents the new serial: with the same memcached processes (container
 //! restart counts and process start times), and every item still there.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,6 +30,7 @@ use testkit::pki::Leaf;
 use testkit::procfs::start_ticks;
 
 use crate::cluster::{Env, WAIT, eventually, pod_address};
+use crate::secured::create_secret;
 
 /// Items set before the renewal, spread over both servers.
 const ITEMS: usize = 100;
@@ -34,9 +38,20 @@ const ITEMS: usize = 100;
 /// minute) before the files change in the pods, the refresher's interval, and margin.
 const ROTATION_LIMIT: Duration = Duration::from_secs(240);
 
+/// The credentials every client of the scenario authenticates with.
+const USER: &str = "rotation";
+const PASSWORD: &str = "renewed-under-auth-7c2e";
+
 pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(env: Arc<Env>) {
     let namespace = env.create_namespace("rotation").await;
     create_ca_issuer(&env, &namespace).await;
+    create_secret(
+        &env,
+        &namespace,
+        "cache-auth",
+        BTreeMap::from([("authfile", format!("{USER}:{PASSWORD}\n"))]),
+    )
+    .await;
     let spec = json!({
         "replicas": 2,
         "memcached": { "memoryLimitMB": 16 },
@@ -46,6 +61,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
             "issuerRef": { "name": "cache-ca" },
             "clientAuth": "Require",
         },
+        "auth": { "secretName": "cache-auth" },
     });
     let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
     let certificates = testkit::certificates::certificates(&env.client, &namespace);
@@ -339,8 +355,14 @@ impl Server {
         (self.pod.clone(), self.restarts, self.start_ticks)
     }
 
+    /// A fresh TLS connection, authenticated.
     async fn connect(&self) -> Result<Connection, String> {
-        Connection::open(self.address, Some(&self.tls)).await
+        let mut connection = Connection::open(self.address, Some(&self.tls)).await?;
+        let answer = connection.authenticate(USER, PASSWORD).await?;
+        if answer != "STORED\r\n" {
+            return Err(format!("{}: authentication answered {answer:?}", self.pod));
+        }
+        Ok(connection)
     }
 }
 
