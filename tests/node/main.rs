@@ -21,6 +21,7 @@ mod controls;
 mod credentials;
 mod dns;
 mod faults;
+mod graceful;
 mod identity;
 mod isolation;
 mod metrics;
@@ -50,6 +51,7 @@ fn main() {
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
         credentials::changed_credentials_reach_the_server_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,
+        graceful::a_deleted_server_serves_through_its_pre_stop_delay_out_of_its_endpoints,
         scorecard::scorecard_passes_every_test_of_the_shipped_configuration,
         faults::containerd_restarted_memcached_serves_through_it,
         faults::kubelet_restarted_memcached_serves_through_it,
