@@ -67,12 +67,16 @@ fn pre_stop_delay(memcached: &Memcached) -> i32 {
 /// The memcached container's command, when warm restarts are on: the image's shell writes its
 /// pid (which memcached keeps), waits a second, then becomes memcached, with the container's
 /// arguments. `None` keeps the image's entrypoint.
+///
+/// The kubelet expands a container's command and arguments before it runs them: `$(NAME)`
+/// becomes the variable's value and `$$` a single `$`. So the shell's `$$` is written `$$$$`
+/// here (the hook, an exec action, is not expanded).
 pub fn command(memcached: &Memcached) -> Option<Vec<String>> {
     warm_restart(memcached).then(|| {
         vec![
             "/bin/sh".into(),
             "-c".into(),
-            format!(r#"echo $$ > {PID_FILE}; sleep 1; exec memcached "$@""#),
+            format!(r#"echo $$$$ > {PID_FILE}; sleep 1; exec memcached "$@""#),
             "memcached".into(),
         ]
     })

@@ -295,13 +295,14 @@ fn a_warm_restart_keeps_the_memory_file_in_memory_and_stops_memcached_gracefully
         ])
     );
     // memcached starts a second late, so that a memory file saved moments ago is in the past;
-    // its pid (the shell's, which it keeps) is where the hook reads it.
+    // its pid (the shell's, which it keeps) is where the hook reads it. The kubelet turns the
+    // command's `$$$$` into the shell's `$$`.
     assert_eq!(
         pod.containers[0].command.clone().unwrap_or_default(),
         [
             "/bin/sh",
             "-c",
-            r#"echo $$ > /var/cache/memcached/memcached.pid; sleep 1; exec memcached "$@""#,
+            r#"echo $$$$ > /var/cache/memcached/memcached.pid; sleep 1; exec memcached "$@""#,
             "memcached"
         ]
     );
