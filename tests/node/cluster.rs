@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, LogParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -24,6 +24,16 @@ pub fn pod_address(pod: &Pod, port: u16) -> SocketAddr {
     let ip = testkit::containers::pod_ip(pod).and_then(|ip| ip.parse().ok());
     let ip = ip.unwrap_or_else(|| panic!("pod {:?} has no address", pod.metadata.name));
     SocketAddr::new(ip, port)
+}
+
+/// The status of `pod`'s memcached container.
+pub fn memcached_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == "memcached")
 }
 
 /// How long a scenario waits for the cluster to act.

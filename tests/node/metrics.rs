@@ -5,7 +5,6 @@
 //! certificate the exporter is never given. The metrics are read from this machine on the
 //! pod's metrics port.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +15,9 @@ use testkit::pki::Ca;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::{Env, WAIT, eventually, pod_address};
-use crate::secured::{client_data, create_and_wait, create_secret, pod, tls_data};
+use crate::secured::{
+    client_data, create_and_wait, create_auth_secret, create_secret, pod, tls_data,
+};
 
 const USER: &str = "prometheus-reader";
 const PASSWORD: &str = "scrape-9d2c";
@@ -32,13 +33,7 @@ pub async fn the_exporter_reports_what_clients_did_with_tls_and_authentication_o
         &format!("*.certificates.{namespace}.svc"),
     ]);
     create_secret(&env, &namespace, "cache-tls", tls_data(&server, &ca)).await;
-    create_secret(
-        &env,
-        &namespace,
-        "cache-auth",
-        BTreeMap::from([("authfile", format!("{USER}:{PASSWORD}\n"))]),
-    )
-    .await;
+    create_auth_secret(&env, &namespace, "cache-auth", USER, PASSWORD).await;
     create_secret(
         &env,
         &namespace,

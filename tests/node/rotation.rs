@@ -13,7 +13,6 @@
 //! every server then presents the new serial: with the same memcached processes (container
 //! restart counts and process start times), and every item still there.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,7 +29,7 @@ use testkit::pki::Leaf;
 use testkit::procfs::start_ticks;
 
 use crate::cluster::{Env, WAIT, eventually, pod_address};
-use crate::secured::create_secret;
+use crate::secured::create_auth_secret;
 
 /// Items set before the renewal, spread over both servers.
 const ITEMS: usize = 100;
@@ -45,13 +44,7 @@ const PASSWORD: &str = "renewed-under-auth-7c2e";
 pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(env: Arc<Env>) {
     let namespace = env.create_namespace("rotation").await;
     create_ca_issuer(&env, &namespace).await;
-    create_secret(
-        &env,
-        &namespace,
-        "cache-auth",
-        BTreeMap::from([("authfile", format!("{USER}:{PASSWORD}\n"))]),
-    )
-    .await;
+    create_auth_secret(&env, &namespace, "cache-auth", USER, PASSWORD).await;
     let spec = json!({
         "replicas": 2,
         "memcached": { "memoryLimitMB": 16 },

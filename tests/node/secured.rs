@@ -33,13 +33,7 @@ pub async fn tls_client_certificates_and_credentials_are_required_of_every_clien
         client_data(&ca.client("secured-sidecars")),
     )
     .await;
-    create_secret(
-        &env,
-        &namespace,
-        "secured-auth",
-        BTreeMap::from([("authfile", format!("{USER}:{PASSWORD}\n"))]),
-    )
-    .await;
+    create_auth_secret(&env, &namespace, "secured-auth", USER, PASSWORD).await;
     let started = Instant::now();
     let status = create_and_wait(
         &env,
@@ -235,6 +229,24 @@ pub fn tls_data(server: &Leaf, ca: &Ca) -> BTreeMap<&'static str, String> {
         ("tls.key", server.key_pem.clone()),
         ("ca.crt", ca.pem.clone()),
     ])
+}
+
+/// Creates the Secret `name` holding an auth file with one user's credentials.
+pub async fn create_auth_secret(
+    env: &Env,
+    namespace: &str,
+    name: &str,
+    user: &str,
+    password: &str,
+) {
+    let authfile = format!("{user}:{password}\n");
+    create_secret(
+        env,
+        namespace,
+        name,
+        BTreeMap::from([("authfile", authfile)]),
+    )
+    .await;
 }
 
 pub async fn create_secret(

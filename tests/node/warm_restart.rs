@@ -11,13 +11,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use testkit::containers::main_pid;
 use testkit::memcache::Connection;
 
-use crate::cluster::{Env, WAIT, eventually, host, pod_address};
+use crate::cluster::{Env, WAIT, eventually, host, memcached_status, pod_address};
 
 /// Items set before each restart.
 const ITEMS: usize = 200;
@@ -189,16 +189,6 @@ async fn events_of(env: &Env, namespace: &str, name: &str) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// The memcached container's status in `pod`.
-fn memcached_status(pod: &Pod) -> Option<&ContainerStatus> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "memcached")
 }
 
 /// Waits until `cache-0`'s memcached container has restarted `restarts` times and is ready.

@@ -16,8 +16,8 @@ use kube::runtime::watcher;
 use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use testkit::containers::main_pid;
 
-use super::{memcached_status, ready_server, server, small_spec};
-use crate::cluster::{Env, WAIT, eventually, host};
+use super::{ready_server, server, small_spec};
+use crate::cluster::{Env, WAIT, eventually, host, memcached_status};
 use testkit::memcache::Connection;
 
 pub async fn a_killed_memcached_is_restarted_and_the_status_and_events_follow(env: Arc<Env>) {
@@ -32,7 +32,7 @@ pub async fn a_killed_memcached_is_restarted_and_the_status_and_events_follow(en
     let after = ready_server(&env, &namespace, "cache", 1).await;
     let passed = wait_back_to_available(&statuses).await;
     let terminated = memcached_status(&after)
-        .and_then(|s| s.last_state?.terminated)
+        .and_then(|s| s.last_state.clone()?.terminated)
         .expect("the killed container's last state");
     let note = restart_event(&env, &namespace, "cache").await;
     eprintln!(
@@ -84,7 +84,7 @@ pub async fn memcached_out_of_memory_is_restarted_and_the_operator_stays_up(env:
     let after = ready_server(&env, &namespace, "cache", 1).await;
     let passed = wait_back_to_available(&statuses).await;
     let terminated = memcached_status(&after)
-        .and_then(|s| s.last_state?.terminated)
+        .and_then(|s| s.last_state.clone()?.terminated)
         .expect("the killed container's last state");
     let note = restart_event(&env, &namespace, "cache").await;
     let operator_after = super::restarts::operator_replicas(&env).await;

@@ -19,7 +19,7 @@ use kube::api::Api;
 use testkit::memcache::Connection;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{Env, WAIT, eventually, pod_address};
+use crate::cluster::{Env, WAIT, eventually, memcached_status, pod_address};
 
 pub use killed::{
     a_killed_memcached_is_restarted_and_the_status_and_events_follow,
@@ -69,17 +69,6 @@ async fn ready_server(env: &Env, namespace: &str, name: &str, restarts: i32) -> 
         },
     )
     .await
-}
-
-/// The status of `pod`'s memcached container.
-fn memcached_status(pod: &Pod) -> Option<k8s_openapi::api::core::v1::ContainerStatus> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == "memcached")
-        .cloned()
 }
 
 /// Sets [`ITEMS`] items named `prefix-N` on the server at `address`.

@@ -16,11 +16,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use testkit::containers::main_pid;
 
-use super::{
-    ClientLoop, ITEMS, count_items, memcached_status, ready_server, restart, server, set_items,
-    small_spec,
-};
-use crate::cluster::{Env, WAIT, eventually};
+use super::{ClientLoop, ITEMS, count_items, ready_server, restart, server, set_items, small_spec};
+use crate::cluster::{Env, WAIT, eventually, memcached_status};
 
 /// Memcacheds created through an API server or etcd restart.
 const MEMCACHEDS: usize = 300;
