@@ -1,13 +1,43 @@
-//! Sets up logging, and says an error the way the logs do.
+//! Sets up logging, says an error the way the logs do, and answers a scrape of metrics.
 //!
 //! Logs go to stdout through `tracing`: JSON when stdout is not a terminal (in a cluster),
 //! human-readable text on a terminal. The filter comes from `--log-level`, else `RUST_LOG`,
 //! else `info`. Metrics are registered by the modules that record them, and served by the
-//! manager.
+//! manager's metrics listener and by the sidecars' probe listeners, both through
+//! [`openmetrics`].
 
 use std::io::IsTerminal;
 
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
 use tracing_subscriber::EnvFilter;
+
+/// The `Content-Type` of a scrape's answer.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The answer to a scrape of `registry`: its metrics in the OpenMetrics text format.
+pub fn openmetrics(registry: &Registry) -> Response {
+    let mut text = String::with_capacity(4096);
+    match encode(&mut text, registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot encode the metrics\n",
+        )
+            .into_response(),
+    }
+}
 
 /// How logs are written.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]

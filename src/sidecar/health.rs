@@ -1,6 +1,7 @@
 //! The kubelet's probes of the sidecars that run the operator's binary (the certificate
 //! refresher and the stats relay): a plain-HTTP listener on the pod's port `--health-port`,
-//! answering `/healthz` (liveness) and `/readyz` (readiness) from the sidecar's heartbeat.
+//! answering `/healthz` (liveness) and `/readyz` (readiness) from the sidecar's heartbeat,
+//! and `/metrics` with the sidecar's own metrics (`metrics`) for Prometheus.
 //!
 //! Each sidecar's loop beats once a round ([`Heartbeat::beat`]). Both paths answer 200 while
 //! the last beat is at most `within` old, and 503 with the beat's age otherwise, or before
@@ -18,9 +19,11 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::listener::{ServerError, bind};
+use crate::telemetry::openmetrics;
 
 /// How old the last beat may be before the sidecar is judged hung: a round of either sidecar
 /// takes at most a few sessions of 5 s each (`session`), and the kubelet probes every few
@@ -31,6 +34,8 @@ pub const WITHIN: Duration = Duration::from_secs(120);
 pub const LIVENESS_PATH: &str = "/healthz";
 /// See [`LIVENESS_PATH`].
 pub const READINESS_PATH: &str = "/readyz";
+/// Where the sidecar's metrics are scraped.
+pub const METRICS_PATH: &str = "/metrics";
 
 /// When a sidecar's loop last went round: milliseconds since the heartbeat was made, plus
 /// one (0: never).
@@ -77,7 +82,7 @@ impl Heartbeat {
     }
 }
 
-fn router(heartbeat: Heartbeat, within: Duration) -> Router {
+fn router(heartbeat: Heartbeat, within: Duration, metrics: Arc<Registry>) -> Router {
     let answer = move || {
         let heartbeat = heartbeat.clone();
         async move {
@@ -90,6 +95,10 @@ fn router(heartbeat: Heartbeat, within: Duration) -> Router {
     Router::new()
         .route(LIVENESS_PATH, get(answer.clone()))
         .route(READINESS_PATH, get(answer))
+        .route(
+            METRICS_PATH,
+            get(move || async move { openmetrics(&metrics) }),
+        )
 }
 
 /// The probes' listener on `port` of every address, when a port is given: IPv6's unspecified
@@ -113,11 +122,12 @@ pub async fn listen(port: Option<u16>) -> Result<Option<TcpListener>, ServerErro
     }
 }
 
-/// Runs `work` while serving the probes for `heartbeat` on `listener` (when there is one);
-/// the listener is closed once `work` is done.
+/// Runs `work` while serving the probes for `heartbeat` and the scrapes of `metrics` on
+/// `listener` (when there is one); the listener is closed once `work` is done.
 pub async fn beside<F: Future>(
     listener: Option<TcpListener>,
     heartbeat: Heartbeat,
+    metrics: Registry,
     work: F,
 ) -> F::Output {
     let Some(listener) = listener else {
@@ -125,7 +135,7 @@ pub async fn beside<F: Future>(
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
-        axum::serve(listener, router(heartbeat, WITHIN))
+        axum::serve(listener, router(heartbeat, WITHIN, Arc::new(metrics)))
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
             })
@@ -188,10 +198,20 @@ mod tests {
         let port = listener.local_addr().expect("bound").port();
         let heartbeat = Heartbeat::default();
         let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let work = tokio::spawn(beside(Some(listener), heartbeat.clone(), async move {
-            let _ = released.await;
-            "done"
-        }));
+        let (metrics, registry) = super::super::metrics::RelayMetrics::registered();
+        metrics
+            .connections
+            .get_or_create(&super::super::metrics::FAILED)
+            .inc();
+        let work = tokio::spawn(beside(
+            Some(listener),
+            heartbeat.clone(),
+            registry,
+            async move {
+                let _ = released.await;
+                "done"
+            },
+        ));
         let before = get(port, READINESS_PATH).await;
         assert!(
             before.starts_with("HTTP/1.1 503") && before.contains("not started"),
@@ -202,7 +222,14 @@ mod tests {
             let answer = get(port, path).await;
             assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
         }
-        assert!(get(port, "/metrics").await.starts_with("HTTP/1.1 404"));
+        let scraped = get(port, METRICS_PATH).await;
+        assert!(
+            scraped.starts_with("HTTP/1.1 200")
+                && scraped.contains("application/openmetrics-text")
+                && scraped.contains("memcached_stats_relay_connections_total{result=\"failed\"} 1"),
+            "{scraped}"
+        );
+        assert!(get(port, "/other").await.starts_with("HTTP/1.1 404"));
         release.send(()).expect("the work waits");
         let output = work.await.expect("joined");
         assert_eq!(output, "done");
@@ -221,9 +248,14 @@ mod tests {
         let heartbeat = Heartbeat::default();
         heartbeat.beat();
         let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let work = tokio::spawn(beside(Some(listener), heartbeat, async move {
-            let _ = released.await;
-        }));
+        let work = tokio::spawn(beside(
+            Some(listener),
+            heartbeat,
+            Registry::default(),
+            async move {
+                let _ = released.await;
+            },
+        ));
         let answer = get(port, LIVENESS_PATH).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         release.send(()).expect("the work waits");
@@ -233,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_port_the_work_runs_alone() {
         assert!(listen(None).await.expect("nothing to bind").is_none());
-        let output = beside(None, Heartbeat::default(), async { 7 }).await;
+        let output = beside(None, Heartbeat::default(), Registry::default(), async { 7 }).await;
         assert_eq!(output, 7);
     }
 }

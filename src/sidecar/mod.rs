@@ -5,13 +5,15 @@
 //! server with authentication, the supervisor (`supervise`), which runs memcached as its child
 //! inside memcached's own container, passes signals on and has it reread a changed auth file,
 //! with the installer (`install-supervisor`) that copies the binary there. The refresher and
-//! the relay answer the kubelet's probes from their loops' heartbeats (`health`). None has
+//! the relay answer the kubelet's probes from their loops' heartbeats (`health`), and serve
+//! their own metrics beside them (`metrics`). None has
 //! Kubernetes credentials; all read only the files mounted into their own container. A sidecar
 //! that stops on an error says why in its termination message (`termination`).
 
 pub mod auth_watch;
 pub mod health;
 pub mod install;
+pub mod metrics;
 pub mod refresher;
 pub mod relay;
 pub mod session;

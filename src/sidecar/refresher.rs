@@ -15,9 +15,10 @@
 //! started cannot be told from outside, so the first time the server answers with the file's
 //! certificate it is sent `refresh_certs` once, and `ca.crt` is compared from then on. A
 //! client certificate it cannot present (unreadable, not a pair, or not for clients) stops it
-//! with the reason, which its termination message carries to the Memcached's status. It reads
-//! only files mounted into the pod and talks only to its own pod's server: it needs no
-//! Kubernetes API access.
+//! with the reason, which its termination message carries to the Memcached's status. What it
+//! sees (a refresh pending, refreshes sent and failed, the file's expiry) it serves as metrics
+//! beside its probes (`metrics`). It reads only files mounted into the pod and talks only to
+//! its own pod's server: it needs no Kubernetes API access.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -33,6 +34,7 @@ use crate::listener::ServerError;
 use crate::tls::certs::{CertError, parse_chain};
 
 use super::health::{self, Heartbeat};
+use super::metrics::{FAILED, RefresherMetrics, SUCCEEDED};
 use super::session::{self, Files, SessionError, presented_certificate, refresh};
 
 /// The container name of the sidecar in memcached pods.
@@ -107,19 +109,23 @@ pub async fn run(
     let listener = health::listen(args.health_port).await?;
     let heartbeat = Heartbeat::default();
     heartbeat.beat();
+    let (metrics, registry) = RefresherMetrics::registered();
     health::beside(
         listener,
         heartbeat.clone(),
-        rounds(&args, &files, &heartbeat, shutdown),
+        registry,
+        rounds(&args, &files, &heartbeat, &metrics, shutdown),
     )
     .await
 }
 
-/// The refresher's rounds, one every `interval`, each a beat of `heartbeat`.
+/// The refresher's rounds, one every `interval`, each a beat of `heartbeat`, recorded in
+/// `metrics`.
 async fn rounds(
     args: &RefreshArgs,
     files: &Files,
     heartbeat: &Heartbeat,
+    metrics: &RefresherMetrics,
     mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<(), RefreshError> {
     // The serial the server was last seen presenting; None until it answered once.
@@ -133,13 +139,14 @@ async fn rounds(
             () = tokio::time::sleep(args.interval) => {}
         }
         heartbeat.beat();
-        let on_disk = match file_serial(&args.cert_dir).await {
-            Ok(on_disk) => on_disk,
+        let (on_disk, expiry) = match file_serial(&args.cert_dir).await {
+            Ok(file) => file,
             Err(error) => {
                 warn!(%error, "cannot read the certificate file");
                 continue;
             }
         };
+        metrics.expiry.set(expiry);
         // Checked every round: a Secret changed to an unusable certificate stops the
         // refresher with the reason, which the Memcached's status then shows.
         files
@@ -156,32 +163,39 @@ async fn rounds(
                 }
                 match refresh(files).await {
                     Ok(()) => {
+                        metrics.refreshes.get_or_create(&SUCCEEDED).inc();
                         if ca_loaded.is_some() {
                             info!("the server has read the changed ca.crt");
                         }
                         ca_loaded = Some(ca_now);
                     }
-                    Err(error) => warn!(%error, "the server has not read ca.crt yet"),
+                    Err(error) => {
+                        metrics.refreshes.get_or_create(&FAILED).inc();
+                        warn!(%error, "the server has not read ca.crt yet");
+                    }
                 }
             }
-            continue;
-        }
-        match step(files, &on_disk, served.is_some()).await {
-            Ok((now, refreshed)) => {
-                // A refresh has the server read this ca.crt too.
-                if refreshed {
-                    ca_loaded = Some(ca_now);
+        } else {
+            match step(files, &on_disk, served.is_some(), metrics).await {
+                Ok((now, refreshed)) => {
+                    // A refresh has the server read this ca.crt too.
+                    if refreshed {
+                        ca_loaded = Some(ca_now);
+                    }
+                    served = Some(now);
                 }
-                served = Some(now);
-            }
-            // Beside a server still starting (the sidecar starts first): not worth a warning.
-            Err(error @ SessionError::Connection { .. }) if served.is_none() => {
-                debug!(%error, "the server does not answer yet");
-            }
-            Err(error) => {
-                warn!(%error, file_serial = %on_disk, "the server is not refreshed yet")
+                // Beside a server still starting (the sidecar starts first): not worth a
+                // warning.
+                Err(error @ SessionError::Connection { .. }) if served.is_none() => {
+                    debug!(%error, "the server does not answer yet");
+                }
+                Err(error) => {
+                    warn!(%error, file_serial = %on_disk, "the server is not refreshed yet")
+                }
             }
         }
+        let current = served.as_deref() == Some(on_disk.as_str()) && ca_loaded == Some(ca_now);
+        metrics.pending.set(i64::from(!current));
     }
 }
 
@@ -195,19 +209,22 @@ async fn ca_digest(cert_dir: &Path) -> CaDigest {
     }
 }
 
-/// The serial of the leaf in the server's certificate file (`tls.crt` in `cert_dir`).
-async fn file_serial(cert_dir: &Path) -> Result<String, CertError> {
+/// The serial and the notAfter (Unix seconds) of the leaf in the server's certificate file
+/// (`tls.crt` in `cert_dir`).
+async fn file_serial(cert_dir: &Path) -> Result<(String, i64), CertError> {
     let path = cert_dir.join(TLS_CERT_KEY);
     let pem = session::read(&path).await?;
-    parse_chain(&path, &pem).map(|(_, serial, _)| serial)
+    parse_chain(&path, &pem).map(|(_, serial, not_after)| (serial, not_after))
 }
 
 /// Brings the server to `file_serial`, the file's certificate, if it presents another one;
-/// returns the serial it presents afterwards, and whether it was sent `refresh_certs`.
+/// returns the serial it presents afterwards, and whether it was sent `refresh_certs`, which
+/// `metrics` counts.
 async fn step(
     files: &Files,
     file_serial: &str,
     seen_before: bool,
+    metrics: &RefresherMetrics,
 ) -> Result<(String, bool), SessionError> {
     let presented = presented_certificate(files).await?;
     if presented == file_serial {
@@ -217,11 +234,18 @@ async fn step(
         return Ok((presented, false));
     }
     info!(served = %presented, file = %file_serial, "the certificate file changed; sending refresh_certs");
-    refresh(files).await?;
-    let now = presented_certificate(files).await?;
+    let refreshed = async {
+        refresh(files).await?;
+        presented_certificate(files).await
+    };
+    let now = refreshed.await.inspect_err(|_| {
+        metrics.refreshes.get_or_create(&FAILED).inc();
+    })?;
     if now == file_serial {
+        metrics.refreshes.get_or_create(&SUCCEEDED).inc();
         info!(serial = %now, "the server presents the renewed certificate");
     } else {
+        metrics.refreshes.get_or_create(&FAILED).inc();
         warn!(served = %now, file = %file_serial, "after refresh_certs the server still presents another certificate");
     }
     Ok((now, true))

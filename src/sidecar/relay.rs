@@ -16,7 +16,8 @@
 //! `stats items`, and `version`. Any other command is answered with a `CLIENT_ERROR` and never
 //! reaches the server, so the socket gives no access to the cached items. A client certificate
 //! it cannot present stops it with the reason, which its termination message carries to the
-//! Memcached's status.
+//! Memcached's status; every connection that fails otherwise is counted in its metrics
+//! (`metrics`), served beside its probes.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tracing::{debug, info, warn};
 
 use super::health::{self, Heartbeat};
+use super::metrics::{FAILED, RelayMetrics, SUCCEEDED};
 use super::session::{self, Files, SessionError};
 use crate::listener::ServerError;
 
@@ -143,20 +145,23 @@ pub async fn run(
         .map_err(RelayError::ClientCertificate)?;
     let probes = health::listen(args.health_port).await?;
     let heartbeat = Heartbeat::default();
+    let (metrics, registry) = RelayMetrics::registered();
     health::beside(
         probes,
         heartbeat.clone(),
-        accept(&args, listener, &heartbeat, shutdown),
+        registry,
+        accept(&args, listener, &heartbeat, &metrics, shutdown),
     )
     .await
 }
 
 /// Accepts connections until `shutdown` completes, beating `heartbeat` every [`BEAT_EVERY`]
-/// and after every connection accepted.
+/// and after every connection accepted, and counting in `metrics` how each ended.
 async fn accept(
     args: &RelayArgs,
     listener: UnixListener,
     heartbeat: &Heartbeat,
+    metrics: &RelayMetrics,
     mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<(), RelayError> {
     // A connection that finds the client certificate unusable stops the relay with the
@@ -178,8 +183,12 @@ async fn accept(
             Ok((client, _)) => {
                 let args = args.clone();
                 let unusable = unusable.clone();
+                let connections = metrics.connections.clone();
                 tokio::spawn(async move {
-                    match serve(client, &args).await {
+                    let served = serve(client, &args).await;
+                    let outcome = if served.is_ok() { SUCCEEDED } else { FAILED };
+                    connections.get_or_create(&outcome).inc();
+                    match served {
                         Ok(()) => {}
                         Err(ConnectionError::Server(error)) if error.is_client_certificate() => {
                             let _ = unusable.send(error);

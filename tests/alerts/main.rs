@@ -1,7 +1,8 @@
 //! Checks the alerting rules the operator writes for a monitored Memcached with Prometheus's
 //! own promtool (`hack/tools.sh promtool`): `promtool check rules` on them, and `promtool
-//! test rules` on the unit tests in `memcached.test.yaml`, which must fire every alert the
-//! rules hold; and has promtool's parser read every query of the Grafana dashboard the
+//! test rules` on the unit tests in `memcached.test.yaml` (a Memcached whose certificate
+//! cert-manager issues) and `secret-tls.test.yaml` (one whose certificate is a Secret of the
+//! user's), which together must fire every alert the rules hold; and has promtool's parser read every query of the Grafana dashboard the
 //! packager writes (`make validate` runs that one). A plain `cargo test` lists these as
 //! ignored (they need .tools/bin/promtool); `make test` runs them.
 
@@ -16,27 +17,36 @@ use memcached_packager::dashboard;
 use serde_json::{Value, json};
 use testkit::repository;
 
-/// The Memcached the unit tests are written for: "cache" in "shop", 3 replicas, monitored,
-/// its certificate from a cert-manager Issuer.
-fn memcached() -> Memcached {
-    let mut object = Memcached::new(
-        "cache",
-        MemcachedSpec {
-            replicas: Some(3),
-            monitoring: Some(MonitoringSpec::default()),
-            tls: Some(TlsSpec {
-                secret_name: Some("cache-tls".into()),
-                issuer_ref: Some(IssuerRef {
-                    name: "cache-ca".into(),
-                    ..IssuerRef::default()
-                }),
-                ..TlsSpec::default()
-            }),
-            ..MemcachedSpec::default()
-        },
-    );
-    object.metadata.namespace = Some("shop".into());
-    object
+/// The Memcacheds the unit tests are written for, each with its tests: "cache" in "shop", 3
+/// replicas, monitored, its certificate from a cert-manager Issuer (`memcached.test.yaml`);
+/// and "sessions" in "shop", the same with its certificate from a Secret of the user's
+/// (`secret-tls.test.yaml`).
+fn memcacheds() -> [(Memcached, &'static str); 2] {
+    let tls = |issuer: bool| TlsSpec {
+        secret_name: Some("cache-tls".into()),
+        issuer_ref: issuer.then(|| IssuerRef {
+            name: "cache-ca".into(),
+            ..IssuerRef::default()
+        }),
+        ..TlsSpec::default()
+    };
+    let memcached = |name: &str, issuer: bool| {
+        let mut object = Memcached::new(
+            name,
+            MemcachedSpec {
+                replicas: Some(3),
+                monitoring: Some(MonitoringSpec::default()),
+                tls: Some(tls(issuer)),
+                ..MemcachedSpec::default()
+            },
+        );
+        object.metadata.namespace = Some("shop".into());
+        object
+    };
+    [
+        (memcached("cache", true), "memcached.test.yaml"),
+        (memcached("sessions", false), "secret-tls.test.yaml"),
+    ]
 }
 
 fn promtool(args: &[&str], dir: &Path) -> String {
@@ -91,36 +101,43 @@ fn alerts_tested(tests: &Value) -> Vec<String> {
 #[test]
 #[ignore = "needs .tools/bin/promtool (hack/tools.sh promtool): make test"]
 fn every_alert_passes_promtools_unit_tests() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let groups = alerting_rules(&memcached());
-    let rules = json!({ "groups": groups });
-    // JSON is YAML: promtool reads it as the rule file the PrometheusRule's spec holds.
-    std::fs::write(dir.path().join("rules.yaml"), rules.to_string()).expect("rules written");
-    let source = repository::root().join("tests/alerts/memcached.test.yaml");
-    let text = std::fs::read_to_string(&source).expect("the unit tests read");
-    std::fs::write(dir.path().join("memcached.test.yaml"), &text).expect("tests copied");
+    let mut written = Vec::new();
+    let mut tested = Vec::new();
+    for (memcached, tests) in memcacheds() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let groups = alerting_rules(&memcached);
+        let rules = json!({ "groups": groups });
+        // JSON is YAML: promtool reads it as the rule file the PrometheusRule's spec holds.
+        std::fs::write(dir.path().join("rules.yaml"), rules.to_string()).expect("rules written");
+        let source = repository::root().join("tests/alerts").join(tests);
+        let text = std::fs::read_to_string(&source).expect("the unit tests read");
+        std::fs::write(dir.path().join(tests), &text).expect("tests copied");
 
-    let checked = promtool(&["check", "rules", "rules.yaml"], dir.path());
-    assert!(checked.contains("SUCCESS"), "{checked}");
+        let checked = promtool(&["check", "rules", "rules.yaml"], dir.path());
+        assert!(checked.contains("SUCCESS"), "{checked}");
 
-    let tests = memcached_packager::yaml::documents(&text)
-        .expect("the unit tests are YAML")
-        .into_iter()
-        .next()
-        .expect("one document");
-    let mut written: Vec<String> = groups
-        .iter()
-        .flat_map(|group| group.rules.iter().map(|rule| rule.alert.clone()))
-        .collect();
-    written.sort();
+        let unit_tests = memcached_packager::yaml::documents(&text)
+            .expect("the unit tests are YAML")
+            .into_iter()
+            .next()
+            .expect("one document");
+        tested.extend(alerts_tested(&unit_tests));
+        written.extend(
+            groups
+                .iter()
+                .flat_map(|group| group.rules.iter().map(|rule| rule.alert.clone())),
+        );
+        let passed = promtool(&["test", "rules", tests], dir.path());
+        assert!(passed.contains("SUCCESS"), "{tests}: {passed}");
+    }
+    for names in [&mut written, &mut tested] {
+        names.sort();
+        names.dedup();
+    }
     assert_eq!(
-        alerts_tested(&tests),
-        written,
+        tested, written,
         "every alert the rules hold is tested firing, and no other"
     );
-
-    let tested = promtool(&["test", "rules", "memcached.test.yaml"], dir.path());
-    assert!(tested.contains("SUCCESS"), "{tested}");
 }
 
 #[test]

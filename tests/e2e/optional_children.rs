@@ -256,9 +256,12 @@ pub async fn certificates_and_service_monitors_are_written_once_their_apis_are_i
         monitor.labels().get("release").map(String::as_str),
         Some("prometheus")
     );
+    // The exporter's port, and the refresher's and the relay's, which serve their metrics.
     assert_eq!(
         monitor.data["spec"]["endpoints"],
-        json!([{ "port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s" }])
+        json!(["metrics", "refresh-health", "relay-health"].map(
+            |port| json!({ "port": port, "path": "/metrics", "scheme": "http", "interval": "30s" })
+        ))
     );
     eprintln!(
         "optional children: once the CRDs are installed, with no restart, Certificate {}, \

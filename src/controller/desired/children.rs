@@ -149,6 +149,36 @@ fn named_ports(memcached: &Memcached) -> impl Iterator<Item = (&'static str, i32
         .chain(plaintext.map(|port| (security::PLAINTEXT_PORT_NAME, port)))
 }
 
+/// The probe ports of the sidecars that run the operator's binary: the first free ones past
+/// memcached's ports and the metrics port.
+fn health_ports(memcached: &Memcached) -> probes::HealthPorts {
+    probes::health_ports([
+        Some(port(memcached)),
+        security::plaintext_port(memcached),
+        monitoring::metrics_port(memcached),
+    ])
+}
+
+/// The ports Prometheus scrapes on each server's pod, by name, with monitoring on: the
+/// exporter's metrics port, the certificate refresher's probe port with TLS, and the stats
+/// relay's where it runs (both serve `/metrics` beside their probes, `sidecar::metrics`). The
+/// Service names them, the ServiceMonitor scrapes them, and the NetworkPolicy opens them to
+/// the metrics sources only.
+pub fn scraped_ports(memcached: &Memcached) -> Vec<(&'static str, i32)> {
+    let Some(metrics) = monitoring::metrics_port(memcached) else {
+        return Vec::new();
+    };
+    let health = health_ports(memcached);
+    let mut ports = vec![(monitoring::METRICS_PORT_NAME, metrics)];
+    if memcached.spec.tls.is_some() {
+        ports.push((probes::REFRESHER_PORT_NAME, health.refresher));
+    }
+    if monitoring::relayed(memcached) {
+        ports.push((probes::RELAY_PORT_NAME, health.relay));
+    }
+    ports
+}
+
 /// memcached's arguments: the managed flags from the spec, then `extraArgs`.
 pub fn memcached_args(memcached: &Memcached) -> Vec<String> {
     let config = memcached.spec.memcached.clone().unwrap_or_default();
@@ -265,11 +295,7 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
     let secret_volumes = security::volumes(memcached);
     let (mut volumes, mut mounts) = (secret_volumes.volumes, secret_volumes.memcached);
     let secrets = !volumes.is_empty();
-    let health = probes::health_ports([
-        Some(port(memcached)),
-        security::plaintext_port(memcached),
-        monitoring::metrics_port(memcached),
-    ]);
+    let health = health_ports(memcached);
     let refresher = security::refresher(
         memcached,
         port(memcached),
@@ -388,10 +414,7 @@ pub fn desired_service(memcached: &Memcached) -> Service {
             selector: Some(selector_labels(memcached)),
             ports: Some(
                 named_ports(memcached)
-                    .chain(
-                        monitoring::metrics_port(memcached)
-                            .map(|port| (monitoring::METRICS_PORT_NAME, port)),
-                    )
+                    .chain(scraped_ports(memcached))
                     .map(|(name, port)| ServicePort {
                         name: Some(name.into()),
                         port,

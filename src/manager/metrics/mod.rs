@@ -20,17 +20,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware;
-use axum::response::IntoResponse;
 use axum::routing::get;
 use axum_server::Handle;
 use clap::ArgAction;
-use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
 use crate::listener::{ServerError, bind, finished_cleanly, local_address};
 use crate::operator;
+use crate::telemetry::openmetrics;
 use crate::tls::certs::{self, CertResolver};
 use crate::tls::config::tls_config;
 use crate::tls::profile::TlsSettings;
@@ -39,10 +37,6 @@ use crate::tls::profile::cluster::SettingsWatch;
 use auth::Gate;
 use cert::MetricsCert;
 use reviews::Reviews;
-
-/// The `Content-Type` of the metrics endpoint.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Time a scrape in flight gets to finish on shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -172,24 +166,6 @@ pub async fn serve<R: Reviews>(
 fn metrics_router(registry: Arc<Registry>) -> Router {
     Router::new().route(
         operator::METRICS_PATH,
-        get(move || async move {
-            let mut text = String::with_capacity(4096);
-            match encode(&mut text, &registry) {
-                Ok(()) => (
-                    StatusCode::OK,
-                    [(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
-                    )],
-                    text,
-                )
-                    .into_response(),
-                Err(_) => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "cannot encode the metrics\n",
-                )
-                    .into_response(),
-            }
-        }),
+        get(move || async move { openmetrics(&registry) }),
     )
 }

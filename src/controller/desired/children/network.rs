@@ -1,7 +1,8 @@
 //! The NetworkPolicy `<name>` a Memcached asks for with `spec.networkPolicy`: its pods take
-//! connections to memcached's ports from the allowed sources only, and to the exporter's
-//! metrics port (with monitoring on) from the metrics sources only. The sidecars talk to their
-//! server over the pod's loopback, which no NetworkPolicy governs.
+//! connections to memcached's ports from the allowed sources only, and to the ports Prometheus
+//! scrapes (with monitoring on: the exporter's, and the refresher's and the relay's) from the
+//! metrics sources only. The sidecars talk to their server over the pod's loopback, which no
+//! NetworkPolicy governs.
 
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPort, NetworkPolicySpec,
@@ -9,8 +10,7 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::monitoring::metrics_port;
-use super::{metadata, named_ports, selector_labels};
+use super::{metadata, named_ports, scraped_ports, selector_labels};
 use crate::api::v1beta1::Memcached;
 
 /// The NetworkPolicy, when `spec.networkPolicy` asks for one.
@@ -25,10 +25,11 @@ pub fn desired_network_policy(memcached: &Memcached) -> Option<NetworkPolicy> {
         from: Some(policy.allowed_sources.clone().unwrap_or_default()),
         ports: Some(named_ports(memcached).map(|(_, port)| tcp(port)).collect()),
     }];
-    if let Some(port) = metrics_port(memcached) {
+    let scraped = scraped_ports(memcached);
+    if !scraped.is_empty() {
         ingress.push(NetworkPolicyIngressRule {
             from: Some(policy.metrics_sources.clone().unwrap_or_default()),
-            ports: Some(vec![tcp(port)]),
+            ports: Some(scraped.into_iter().map(|(_, port)| tcp(port)).collect()),
         });
     }
     Some(NetworkPolicy {

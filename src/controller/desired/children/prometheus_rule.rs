@@ -12,11 +12,12 @@ use std::collections::BTreeMap;
 use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use super::monitoring::EXPORTER_CONTAINER_NAME;
+use super::monitoring::{EXPORTER_CONTAINER_NAME, METRICS_PORT_NAME};
 use super::{CONTAINER_NAME, metadata_with_labels};
 use crate::api::v1beta1::Memcached;
 use crate::controller::cache::child::Child;
 use crate::controller::cache::compact::CachedPrometheusRule;
+use crate::sidecar::metrics::{EXPIRY, REFRESH_PENDING};
 use crate::sidecar::{refresher, relay};
 
 impl Child for PrometheusRule {
@@ -95,8 +96,9 @@ fn rule(
 /// The alerting rules of `memcached`: its servers down or missing, connections near the
 /// limit, evictions, items refused for lack of memory, a container of its pods restarted
 /// (memcached, or a sidecar that stopped: the refresher or the relay stop when they cannot
-/// present their client certificate) and,
-/// with `spec.tls.issuerRef`, its certificate not renewed or not ready.
+/// present their client certificate); with TLS, a server that does not serve its mounted
+/// certificate (the refresher's metrics) and, without an issuer, that certificate about to
+/// expire; with `spec.tls.issuerRef`, its certificate not renewed or not ready.
 pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
     let name = memcached.name_any();
     let namespace = memcached.namespace().unwrap_or_default();
@@ -105,7 +107,10 @@ pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
     let mut rules = vec![
         rule(
             "MemcachedDown",
-            format!("memcached_up{{{servers}}} == 0 or up{{{servers}}} == 0"),
+            format!(
+                "memcached_up{{{servers}}} == 0 or \
+                 up{{{servers},endpoint=\"{METRICS_PORT_NAME}\"}} == 0"
+            ),
             Some("1m"),
             "critical",
             "A memcached server cannot be reached",
@@ -171,6 +176,40 @@ pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
                 ),
             ),
         );
+    }
+    if let Some(tls) = &memcached.spec.tls {
+        rules.push(rule(
+            "MemcachedCertificateNotRefreshed",
+            format!("{REFRESH_PENDING}{{{servers}}} == 1"),
+            Some("10m"),
+            "warning",
+            "A memcached server does not serve its mounted certificate",
+            format!(
+                "{object}: for 10 minutes the server of pod {{{{ $labels.pod }}}} has presented \
+                 another certificate than its TLS Secret's, or not read its ca.crt: its \
+                 certificate refresher cannot bring them in (kubectl logs {{{{ $labels.pod }}}} \
+                 -c {} -n {namespace}).",
+                refresher::CONTAINER_NAME
+            ),
+        ));
+        // With an issuer, cert-manager's own metrics say more (below).
+        if tls.issuer_ref.is_none() {
+            rules.push(rule(
+                "MemcachedCertificateFileExpiresSoon",
+                format!(
+                    "{EXPIRY}{{{servers}}} - time() < {} * 86400",
+                    CERTIFICATE_EXPIRY_DAYS
+                ),
+                Some("10m"),
+                "critical",
+                "The memcached servers' certificate expires soon",
+                format!(
+                    "{object}: the certificate of its TLS Secret, as mounted in pod \
+                     {{{{ $labels.pod }}}}, expires in less than {CERTIFICATE_EXPIRY_DAYS} days; \
+                     nothing renews it but whoever writes the Secret."
+                ),
+            ));
+        }
     }
     if memcached
         .spec
@@ -319,9 +358,36 @@ mod tests {
                 "MemcachedEvicting",
                 "MemcachedOutOfMemory",
                 "MemcachedContainerRestarted",
+                "MemcachedCertificateNotRefreshed",
                 "MemcachedCertificateExpiresSoon",
                 "MemcachedCertificateNotReady"
             ]
+        );
+    }
+
+    #[test]
+    fn a_certificate_from_a_secret_gets_the_refresher_alerts_and_its_expiry() {
+        let mut object = monitored(3, true);
+        if let Some(tls) = object.spec.tls.as_mut() {
+            tls.issuer_ref = None;
+        }
+        let names = alerts(&object);
+        assert_eq!(
+            names[names.len() - 2..],
+            [
+                "MemcachedCertificateNotRefreshed",
+                "MemcachedCertificateFileExpiresSoon"
+            ]
+        );
+        let rules: Vec<AlertingRule> = alerting_rules(&object)
+            .into_iter()
+            .flat_map(|group| group.rules)
+            .collect();
+        let down = &rules[0];
+        assert!(
+            down.expr.contains("endpoint=\"metrics\""),
+            "a sidecar's target down is not the server down: {}",
+            down.expr
         );
     }
 

@@ -9,8 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use super::monitoring::METRICS_PORT_NAME;
-use super::{metadata_with_labels, selector_labels};
+use super::{metadata_with_labels, scraped_ports, selector_labels};
 use crate::api::v1beta1::Memcached;
 use crate::controller::cache::child::Child;
 use crate::controller::cache::compact::CachedServiceMonitor;
@@ -90,13 +89,16 @@ pub fn desired_service_monitor(memcached: &Memcached) -> Option<ServiceMonitor> 
             namespace_selector: NamespaceSelector {
                 match_names: memcached.namespace().into_iter().collect(),
             },
-            endpoints: vec![Endpoint {
-                port: METRICS_PORT_NAME.into(),
-                path: "/metrics".into(),
-                scheme: "http".into(),
-                interval: wanted.interval.clone(),
-                scrape_timeout: wanted.scrape_timeout.clone(),
-            }],
+            endpoints: scraped_ports(memcached)
+                .into_iter()
+                .map(|(port, _)| Endpoint {
+                    port: port.into(),
+                    path: "/metrics".into(),
+                    scheme: "http".into(),
+                    interval: wanted.interval.clone(),
+                    scrape_timeout: wanted.scrape_timeout.clone(),
+                })
+                .collect(),
         },
     })
 }

@@ -201,7 +201,18 @@ fn under_client_certificates_the_exporter_reads_through_the_relay_and_holds_no_k
 }
 
 #[test]
-fn the_metrics_port_is_on_the_service_and_open_to_the_metrics_sources_only() {
+fn only_the_exporters_port_is_scraped_where_no_sidecar_of_the_operator_runs() {
+    let mut plain = minimal();
+    plain.spec.monitoring = Some(crate::api::v1beta1::MonitoringSpec::default());
+    assert_eq!(scraped_ports(&plain), [("metrics", 9150)]);
+    plain.spec.monitoring = None;
+    assert_eq!(scraped_ports(&plain), []);
+}
+
+/// The exporter's metrics port and the refresher's and the relay's probe ports, which serve
+/// their metrics too.
+#[test]
+fn the_scraped_ports_are_on_the_service_and_open_to_the_metrics_sources_only() {
     use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
     let mut object = monitored(true);
     let ports: Vec<(Option<String>, i32)> = desired_service(&object)
@@ -216,7 +227,9 @@ fn the_metrics_port_is_on_the_service_and_open_to_the_metrics_sources_only() {
         [
             (Some("memcache".into()), 11211),
             (Some("memcache-plain".into()), 11212),
-            (Some("metrics".into()), 9150)
+            (Some("metrics".into()), 9150),
+            (Some("refresh-health".into()), 9151),
+            (Some("relay-health".into()), 9152)
         ]
     );
     let clients = vec![NetworkPolicyPeer {
@@ -255,7 +268,10 @@ fn the_metrics_port_is_on_the_service_and_open_to_the_metrics_sources_only() {
         .flatten()
         .map(|p| p.port.clone())
         .collect();
-    assert_eq!(metrics, [Some(IntOrString::Int(9150))]);
+    assert_eq!(
+        metrics,
+        [9150, 9151, 9152].map(|port| Some(IntOrString::Int(port)))
+    );
 }
 
 #[test]
@@ -378,7 +394,7 @@ fn the_openshift_service_ca_is_asked_by_the_service_s_annotation() {
 }
 
 #[test]
-fn a_service_monitor_scrapes_the_metrics_port_of_the_memcached_s_service() {
+fn a_service_monitor_scrapes_the_exporter_and_the_sidecars_on_the_memcached_s_service() {
     let mut object = monitored(true);
     assert!(service_monitor::desired_service_monitor(&object).is_none());
     object
@@ -406,6 +422,8 @@ fn a_service_monitor_scrapes_the_metrics_port_of_the_memcached_s_service() {
     );
     assert_eq!(
         value["spec"]["endpoints"],
-        serde_json::json!([{"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}])
+        serde_json::json!(["metrics", "refresh-health", "relay-health"].map(
+            |port| serde_json::json!({"port": port, "path": "/metrics", "scheme": "http", "interval": "30s"})
+        ))
     );
 }

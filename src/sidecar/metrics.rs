@@ -1,0 +1,136 @@
+//! What the certificate refresher and the stats relay tell Prometheus, on their probes' port
+//! at `/metrics` (`health`): whether the server presents the certificate and reads the CA file
+//! the kubelet mounted, when that certificate expires, how many `refresh_certs` were sent and
+//! how many failed, and how many relayed connections failed. The Memcached's ServiceMonitor
+//! scrapes these ports beside the exporter's, and its PrometheusRule alerts on them: the
+//! failures the sidecars otherwise only log.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// The metric names, as the exposition writes them (a counter gains `_total`); the alerting
+/// rules and their tests quote these.
+pub const REFRESHES: &str = "memcached_certificate_refreshes";
+/// See [`REFRESHES`].
+pub const REFRESH_PENDING: &str = "memcached_certificate_refresh_pending";
+/// See [`REFRESHES`].
+pub const EXPIRY: &str = "memcached_certificate_expiry_timestamp_seconds";
+/// See [`REFRESHES`].
+pub const RELAYED: &str = "memcached_stats_relay_connections";
+
+/// How an attempt ended: `result="succeeded"` or `result="failed"`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    /// `succeeded` or `failed`.
+    pub result: &'static str,
+}
+
+/// The succeeded outcome.
+pub const SUCCEEDED: Outcome = Outcome {
+    result: "succeeded",
+};
+/// The failed outcome.
+pub const FAILED: Outcome = Outcome { result: "failed" };
+
+/// The certificate refresher's metrics.
+#[derive(Clone, Debug, Default)]
+pub struct RefresherMetrics {
+    /// `refresh_certs` sent to the server, by outcome: failed when the server refused it or
+    /// could not be reached for it, or still presented another certificate afterwards.
+    pub refreshes: Family<Outcome, Counter>,
+    /// 1 while the server presents another certificate than the file's, or has not read the
+    /// file's `ca.crt`; 0 once it presents and reads what the files hold.
+    pub pending: Gauge,
+    /// The notAfter of the certificate file's leaf, in Unix seconds.
+    pub expiry: Gauge,
+}
+
+impl RefresherMetrics {
+    /// The metrics, registered in a registry of their own.
+    pub fn registered() -> (Self, Registry) {
+        let metrics = Self::default();
+        let mut registry = Registry::default();
+        registry.register(
+            REFRESHES,
+            "refresh_certs sent to the server, by result",
+            metrics.refreshes.clone(),
+        );
+        registry.register(
+            REFRESH_PENDING,
+            "1 while the server presents another certificate than the mounted file's, or has \
+             not read the mounted ca.crt",
+            metrics.pending.clone(),
+        );
+        registry.register(
+            EXPIRY,
+            "When the mounted certificate's leaf expires, in Unix seconds",
+            metrics.expiry.clone(),
+        );
+        // Both outcomes from the start, so that a rate over them is defined before the first.
+        for outcome in [SUCCEEDED, FAILED] {
+            let _ = metrics.refreshes.get_or_create(&outcome);
+        }
+        (metrics, registry)
+    }
+}
+
+/// The stats relay's metrics.
+#[derive(Clone, Debug, Default)]
+pub struct RelayMetrics {
+    /// Relayed connections that ended, by outcome: failed when the server could not be
+    /// reached, refused the relay, or did not answer.
+    pub connections: Family<Outcome, Counter>,
+}
+
+impl RelayMetrics {
+    /// The metrics, registered in a registry of their own.
+    pub fn registered() -> (Self, Registry) {
+        let metrics = Self::default();
+        let mut registry = Registry::default();
+        registry.register(
+            RELAYED,
+            "Connections the stats relay relayed to the server, by result",
+            metrics.connections.clone(),
+        );
+        for outcome in [SUCCEEDED, FAILED] {
+            let _ = metrics.connections.get_or_create(&outcome);
+        }
+        (metrics, registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    #[test]
+    fn both_outcomes_are_exposed_from_the_start_under_the_names_the_rules_quote() {
+        let (refresher, registry) = RefresherMetrics::registered();
+        refresher.refreshes.get_or_create(&FAILED).inc();
+        refresher.pending.set(1);
+        refresher.expiry.set(1_900_000_000);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "memcached_certificate_refreshes_total{result=\"succeeded\"} 0",
+            "memcached_certificate_refreshes_total{result=\"failed\"} 1",
+            "memcached_certificate_refresh_pending 1",
+            "memcached_certificate_expiry_timestamp_seconds 1900000000",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        let (_, registry) = RelayMetrics::registered();
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "memcached_stats_relay_connections_total{result=\"succeeded\"} 0",
+            "memcached_stats_relay_connections_total{result=\"failed\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+    }
+}
