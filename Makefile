@@ -33,19 +33,20 @@ tools:
 # The tools the tests run: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet, kube-proxy, etcd, containerd, CoreDNS, kustomize, OLM (olm, catalog, cpb),
 # cert-manager (controller, cainjector; helm renders its CRDs), OpenShift's APIServer CRD, the
-# Prometheus Operator's ServiceMonitor CRD, opm and grpc_health_probe, memcached_exporter,
-# Prometheus's promtool (the alerting rules' unit tests), and
-# Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools (buildah,
-# skopeo, registry).
+# Prometheus Operator (its CRDs, ClusterRoles, operator and config reloader), opm and
+# grpc_health_probe, memcached_exporter, Prometheus and its promtool (the alerting rules' unit
+# tests), and Debian's memcached, node packages (runc, CNI plugins, iptables) and image tools
+# (buildah, skopeo, registry).
 # E2E_TOOLS are what tests/e2e needs, NODE_TOOLS what the suites on the real node add
-# (tests/node's scorecard scenario adds operator-sdk, which hack/scorecard.sh installs),
-# OLM_TOOLS what tests/olm adds to those, and ALERT_TOOLS what the alerting rules' tests add.
+# (tests/node's scorecard scenario adds operator-sdk, which hack/scorecard.sh installs, and its
+# monitoring scenario Prometheus, of ALERT_TOOLS), OLM_TOOLS what tests/olm adds to those, and
+# ALERT_TOOLS what the alerting rules' tests add.
 E2E_TOOLS := memcached node images kube etcd kustomize helm cert-manager openshift-api prometheus-operator
 NODE_TOOLS := containerd coredns memcached-exporter
 OLM_TOOLS := olm opm grpc-health-probe
 ALERT_TOOLS := promtool
 # What the node-tools job builds, in the order the steps need it.
-NODE_JOB_TOOLS := $(NODE_TOOLS) operator-sdk $(OLM_TOOLS) $(ALERT_TOOLS)
+NODE_JOB_TOOLS := $(NODE_TOOLS) $(ALERT_TOOLS) operator-sdk $(OLM_TOOLS)
 test-tools:
 	hack/tools.sh $(E2E_TOOLS) $(NODE_JOB_TOOLS)
 

@@ -52,6 +52,16 @@
 #              scorecard-test (.tools/bin, built from the pin) where the release's image has it,
 #              under rebuilt/; hack/scorecard.sh runs the shipped configuration with it on the
 #              local cluster
+#   prometheus REBUILD of quay.io/prometheus/prometheus: Prometheus (.tools/bin, built from the
+#              promtool pin, with Kubernetes' discovery only) on an empty root with the
+#              release's /prometheus, under rebuilt/, tagged with Prometheus's own version;
+#              the node's monitoring scenario runs it through the Prometheus Operator
+#   prometheus-operator  REBUILD of quay.io/prometheus-operator/prometheus-operator: the
+#              Prometheus Operator (.tools/bin, built from the pin) as /bin/operator on an
+#              empty root, under rebuilt/, for the same scenario
+#   prometheus-config-reloader  REBUILD of quay.io/prometheus-operator/prometheus-config-reloader:
+#              the reloader the Prometheus Operator gives a Prometheus (.tools/bin, built from
+#              the same pin) on an empty root, under rebuilt/
 #
 # Environment:
 #   VERSION      the operator's version, which the operator's, bundle's and catalog's tags name
@@ -76,7 +86,8 @@ MUSL_TARGET=x86_64-unknown-linux-musl
 # How build_image pushes an image; in its stamps, so that a change rebuilds.
 PUSHED_AS="oci index, linux/amd64"
 OPERATOR_BINARY="$ROOT/target/$MUSL_TARGET/release/memcached-operator"
-ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached memcached-exporter pause coredns busybox scorecard-test)
+ALL_IMAGES=(ubi-micro operator bundle opm catalog olm memcached memcached-exporter pause coredns busybox scorecard-test
+  prometheus prometheus-operator prometheus-config-reloader)
 
 log() { printf 'images: %s\n' "$*" >&2; }
 die() { printf 'images: error: %s\n' "$*" >&2; exit 1; }
@@ -104,6 +115,12 @@ reference() {
     coredns) echo "$REGISTRY_NAME/node/coredns:$(tool_version coredns)" ;;
     busybox) echo "$REGISTRY_NAME/stand-in/busybox-static:$(debian_version busybox-static)" ;;
     scorecard-test) echo "$REGISTRY_NAME/rebuilt/scorecard-test:$(tool_version operator-sdk)" ;;
+    # The module's v0.3MM.P is Prometheus 3.MM.P.
+    prometheus) echo "$REGISTRY_NAME/rebuilt/prometheus:v3.$(tool_version promtool | sed 's/^v0\.3//')" ;;
+    prometheus-operator) echo "$REGISTRY_NAME/rebuilt/prometheus-operator:$(tool_version prometheus-operator)" ;;
+    prometheus-config-reloader)
+      echo "$REGISTRY_NAME/rebuilt/prometheus-config-reloader:$(tool_version prometheus-operator)"
+      ;;
     *) die "unknown image '$1' (known: ${ALL_IMAGES[*]})" ;;
   esac
 }
@@ -348,6 +365,29 @@ build_one() {
       cp "$BIN/scorecard-test" "$dir/scorecard-test"
       build_image scorecard-test "$ROOT/hack/images/scorecard-test/Dockerfile" "$dir" \
         "$(sha256sum <"$dir/scorecard-test")"
+      ;;
+    prometheus)
+      "$ROOT/hack/tools.sh" promtool
+      dir="$(context prometheus)"
+      root_files "$dir/rootfs"
+      echo "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin" >>"$dir/rootfs/etc/passwd"
+      echo "nobody:x:65534:" >>"$dir/rootfs/etc/group"
+      # The release's data directory (the Dockerfile gives it to nobody).
+      mkdir -p "$dir/data"
+      cp "$BIN/prometheus" "$dir/prometheus"
+      build_image prometheus "$ROOT/hack/images/prometheus/Dockerfile" "$dir" \
+        "$(sha256sum <"$dir/prometheus")"
+      ;;
+    prometheus-operator | prometheus-config-reloader)
+      "$ROOT/hack/tools.sh" prometheus-operator
+      dir="$(context "$name")"
+      root_files "$dir/rootfs"
+      echo "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin" >>"$dir/rootfs/etc/passwd"
+      echo "nobody:x:65534:" >>"$dir/rootfs/etc/group"
+      file=prometheus-config-reloader
+      [[ "$name" == prometheus-config-reloader ]] || file=operator
+      cp "$BIN/$name" "$dir/$file"
+      build_image "$name" "$ROOT/hack/images/$name/Dockerfile" "$dir" "$(sha256sum <"$dir/$file")"
       ;;
     *) die "unknown image '$name' (known: ${ALL_IMAGES[*]})" ;;
   esac

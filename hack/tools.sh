@@ -25,10 +25,14 @@
 #   openshift-api the real CRD of OpenShift's apiservers.config.openshift.io (the cluster's
 #                 TLS security profile), copied out of github.com/openshift/api into
 #                 .tools/openshift/crds/ for the end-to-end tests; nothing is built
-#   prometheus-operator  the real CRDs of monitoring.coreos.com's ServiceMonitor and
-#                 PrometheusRule, copied out of
-#                 github.com/prometheus-operator/prometheus-operator into
-#                 .tools/prometheus-operator/crds/ for the tests; nothing is built
+#   prometheus-operator  the Prometheus Operator (its cmd/operator, as prometheus-operator)
+#                 and prometheus-config-reloader, from
+#                 github.com/prometheus-operator/prometheus-operator, which go into the
+#                 images of the node's monitoring scenario; and the real CRDs of
+#                 monitoring.coreos.com (ServiceMonitor and PrometheusRule for every test,
+#                 Prometheus and the kinds its controller watches for that scenario) and the
+#                 ClusterRoles of the operator and of Prometheus, copied out of the module into
+#                 .tools/prometheus-operator/crds/ and .tools/prometheus-operator/rbac/
 #   operator-sdk  github.com/operator-framework/operator-sdk/cmd/operator-sdk, and its
 #                 images/scorecard-test, the binary of scorecard's test image
 #   opm           github.com/operator-framework/operator-registry/cmd/opm
@@ -50,7 +54,9 @@
 #   memcached-exporter  memcached_exporter (github.com/prometheus/memcached_exporter), the
 #                 metrics sidecar of memcached pods; it goes into the memcached-exporter image
 #   promtool      Prometheus's promtool (github.com/prometheus/prometheus/cmd/promtool), which
-#                 checks the memcached alerting rules with `promtool test rules`
+#                 checks the memcached alerting rules with `promtool test rules`, and
+#                 Prometheus itself (cmd/prometheus, with Kubernetes' discovery only), which
+#                 goes into the prometheus image of the node's monitoring scenario
 #   memcached     Debian's memcached package, installed with apt-get (as root) when no
 #                 memcached is on PATH; not in the default set, since it goes into the
 #                 system rather than .tools/, and its version is Debian's, not a pin
@@ -97,12 +103,22 @@ OPENSHIFT_CRDS="$TOOLS/openshift/crds"
 # Where the cert-manager tool puts cert-manager's CRDs, rendered from its chart.
 CERT_MANAGER_CRDS="$TOOLS/cert-manager/crds"
 OPENSHIFT_APISERVER_CRD=config/v1/zz_generated.crd-manifests/0000_10_config-operator_01_apiservers-Default.crd.yaml
-# Where the prometheus-operator tool puts the ServiceMonitor and PrometheusRule CRDs, and where
-# they are in the module.
+# Where the prometheus-operator tool puts monitoring.coreos.com's CRDs and the ClusterRoles,
+# and where they are in the module. The Prometheus controller watches ServiceMonitors,
+# PodMonitors, Probes, ScrapeConfigs and PrometheusRules: a Prometheus needs all five.
 PROMETHEUS_CRDS="$TOOLS/prometheus-operator/crds"
 PROMETHEUS_CRD_FILES=(
   example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
   example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml
+  example/prometheus-operator-crd/monitoring.coreos.com_prometheuses.yaml
+  example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml
+  example/prometheus-operator-crd/monitoring.coreos.com_probes.yaml
+  example/prometheus-operator-crd/monitoring.coreos.com_scrapeconfigs.yaml
+)
+PROMETHEUS_RBAC="$TOOLS/prometheus-operator/rbac"
+PROMETHEUS_RBAC_FILES=(
+  example/rbac/prometheus-operator/prometheus-operator-cluster-role.yaml
+  example/rbac/prometheus/prometheus-cluster-role.yaml
 )
 
 # Pins. The Go tools are pinned by hack/TOOL/go.mod (read below), so each version is
@@ -134,7 +150,9 @@ binaries_of() {
     grpc-health-probe) echo grpc_health_probe ;;
     memcached-exporter) echo memcached_exporter ;;
     cert-manager) echo cert-manager-controller cert-manager-cainjector ;;
-    openshift-api | prometheus-operator) ;;
+    promtool) echo promtool prometheus ;;
+    prometheus-operator) echo prometheus-operator prometheus-config-reloader ;;
+    openshift-api) ;;
     *) echo "$1" ;;
   esac
 }
@@ -228,6 +246,9 @@ is_installed() {
     for file in "${PROMETHEUS_CRD_FILES[@]}"; do
       [[ -f "$PROMETHEUS_CRDS/$(basename "$file")" ]] || return 1
     done
+    for file in "${PROMETHEUS_RBAC_FILES[@]}"; do
+      [[ -f "$PROMETHEUS_RBAC/$(basename "$file")" ]] || return 1
+    done
   fi
   for bin in $(binaries_of "$tool"); do
     [[ -x "$BIN/$bin" ]] || return 1
@@ -273,7 +294,7 @@ install_tool() {
     helm) build_helm ;;
     cert-manager) build_cert_manager ;;
     openshift-api) copy_crd openshift-api "$OPENSHIFT_CRDS" "$OPENSHIFT_APISERVER_CRD" ;;
-    prometheus-operator) copy_crd prometheus-operator "$PROMETHEUS_CRDS" "${PROMETHEUS_CRD_FILES[@]}" ;;
+    prometheus-operator) build_prometheus_operator ;;
     operator-sdk) build_operator_sdk ;;
     peer) build_peer ;;
     opm) build_opm ;;

@@ -78,7 +78,9 @@ check_requirements() {
   v="$(version_of "$1")"
   upstream="$(module_field "$1" GoMod)"
   [[ -f "$upstream" ]] || die "cannot find the go.mod of $module@$v in the module cache"
-  bad="$(awk -v m="$module" 'NR == FNR { if (/^\t/) want[$1] = $2; next }
+  # A requirement upstream replaces with a directory of its own (`=> ./pkg/...`) is its
+  # published twin here, at the version upstream's require line names.
+  bad="$(awk -v m="$module" 'NR == FNR { if (/^\t/ && $2 != "=>") want[$1] = $2; next }
     /^\t/ && ($1 in want) && want[$1] != $2 { print $1 " " $2 " (" m " requires " want[$1] ")" }' \
     "$upstream" "$ROOT/hack/$1/go.mod")"
   [[ -z "$bad" ]] || die "hack/$1/go.mod: these requirements differ from $module@$v's:"$'\n'"$bad"
@@ -268,17 +270,37 @@ build_memcached_exporter() {
 }
 
 build_promtool() {
-  local v
+  local v ldflags
   v="$(version_of promtool)"
-  log "building promtool $v (a few minutes on a cold cache)..."
+  log "building promtool and prometheus $v (a few minutes on a cold cache)..."
   check_requirements promtool
-  # The version its release stamps into `promtool --version` (v0.3MM.P is Prometheus 3.MM.P).
+  # The version its release stamps into `--version` (v0.3MM.P is Prometheus 3.MM.P).
+  ldflags="-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}"
   # Prometheus's build tag remove_all_sd leaves out every service-discovery plugin (the cloud
   # SDKs, client-go): rule tests and query checks use none, and the build compiles 1,116
   # packages instead of 1,363 (a 54 MB binary instead of 88 MB).
-  go_build promtool -tags remove_all_sd \
-    -ldflags "-s -w -X github.com/prometheus/common/version.Version=3.${v#v0.3}" \
+  go_build promtool -tags remove_all_sd -ldflags "$ldflags" \
     -o "$BIN/promtool" github.com/prometheus/prometheus/cmd/promtool
+  # The server keeps only Kubernetes' discovery (enable_kubernetes_sd), the one a Prometheus
+  # Operator's scrape configuration uses; its web UI's assets are not built in (builtinassets
+  # is not set): the API and the probes' paths serve without them.
+  go_build promtool -tags remove_all_sd,enable_kubernetes_sd -ldflags "$ldflags" \
+    -o "$BIN/prometheus" github.com/prometheus/prometheus/cmd/prometheus
+}
+
+build_prometheus_operator() {
+  local v
+  v="$(version_of prometheus-operator)"
+  log "building the Prometheus Operator and prometheus-config-reloader $v (a few minutes on a cold cache)..."
+  check_requirements prometheus-operator
+  # The version its release stamps into `--version`.
+  go_build prometheus-operator -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
+    -o "$BIN/prometheus-operator" github.com/prometheus-operator/prometheus-operator/cmd/operator
+  go_build prometheus-operator -ldflags "-s -w -X github.com/prometheus/common/version.Version=${v#v}" \
+    -o "$BIN/prometheus-config-reloader" \
+    github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader
+  copy_crd prometheus-operator "$PROMETHEUS_CRDS" "${PROMETHEUS_CRD_FILES[@]}"
+  copy_crd prometheus-operator "$PROMETHEUS_RBAC" "${PROMETHEUS_RBAC_FILES[@]}"
 }
 
 build_coredns() {

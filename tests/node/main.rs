@@ -5,9 +5,10 @@
 //! `baseline` unless its namespace opts out, and pulls from no registry but the local one;
 //! memcached's servers answer by the names `status.servers` gives, through the cluster's DNS,
 //! and refuse the clients TLS, client certificates and credentials keep out; their exporter
-//! reports what the clients did; each of their containers reaches only its own processes and
-//! files; and scorecard's six tests pass on the shipped bundle, run in
-//! pods as certification runs them.
+//! reports what the clients did, and a Prometheus run by the Prometheus Operator scrapes it
+//! through the Memcached's ServiceMonitor and fires its alert for a stopped server; each of
+//! their containers reaches only its own processes and files; and scorecard's six tests pass
+//! on the shipped bundle, run in pods as certification runs them.
 //!
 //! One environment serves every scenario (`testkit::scenarios`): a control plane with a real
 //! node (`NODE=kubelet hack/control-plane.sh start`) and `make deploy` on it
@@ -27,6 +28,7 @@ mod isolation;
 mod metrics;
 mod network;
 mod pod_reach;
+mod prometheus;
 mod rotation;
 mod scorecard;
 mod secured;
@@ -46,6 +48,7 @@ fn main() {
         secured::tls_client_certificates_and_credentials_are_required_of_every_client,
         secured::tls_alone_serves_tls_clients_and_refuses_plaintext,
         metrics::the_exporter_reports_what_clients_did_with_tls_and_authentication_on,
+        prometheus::prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopped_one,
         isolation::each_container_reaches_only_its_own_processes_and_files,
         identity::a_client_certificate_for_servers_only_is_reported_on_the_memcached,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
