@@ -73,6 +73,11 @@ impl AuthWatch {
         (self.watch.look(digest, verdict), error)
     }
 
+    /// Whether the content of the last look is one memcached would refuse or misread.
+    pub fn refusing(&self) -> bool {
+        self.watch.refusing
+    }
+
     /// memcached was told to reread the content with `digest`.
     pub fn sent(&mut self, digest: [u8; 32]) {
         self.watch.loaded = Some(digest);
@@ -88,11 +93,14 @@ struct Watch {
     loaded: Option<[u8; 32]>,
     /// The last content refused, so that each is reported once.
     refused: Option<[u8; 32]>,
+    /// Whether the content last looked at is refused.
+    refusing: bool,
 }
 
 impl Watch {
     /// Judges the content `now` whose verdict is `verdict`.
     fn look(&mut self, now: [u8; 32], verdict: Result<usize, auth_file::Refusal>) -> Look {
+        self.refusing = verdict.is_err();
         let Some(loaded) = self.loaded else {
             self.loaded = Some(now);
             return match verdict {
@@ -152,7 +160,9 @@ mod tests {
             })
         );
         assert_eq!(look(&mut watch, blank), Look::Unchanged, "reported once");
+        assert!(watch.refusing(), "still refusing what it reported once");
         assert!(changed(2)(&look(&mut watch, b"app:one\napp:two\n")));
+        assert!(!watch.refusing());
         assert_eq!(look(&mut watch, b"app:one\napp:two\n"), Look::Unchanged);
         // Back to a content refused before: reported again, since memcached moved on.
         assert!(matches!(
@@ -164,6 +174,20 @@ mod tests {
         ));
         assert!(changed(1)(&look(&mut watch, b"app:three\n")));
         assert!(matches!(look(&mut watch, b"app\n"), Look::Refused(_)));
+    }
+
+    #[test]
+    fn back_to_what_memcached_has_after_a_refused_file_is_refusing_no_more() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut watch = AuthWatch::new(dir.path().join("authfile"));
+        assert_eq!(look(&mut watch, b"app:one\n"), Look::Unchanged);
+        assert!(matches!(look(&mut watch, b"app\n"), Look::Refused(_)));
+        assert!(watch.refusing());
+        assert_eq!(look(&mut watch, b"app:one\n"), Look::Unchanged);
+        assert!(
+            !watch.refusing(),
+            "the file memcached has is refused no more"
+        );
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! What the certificate refresher and the stats relay tell Prometheus, on their probes' port
-//! at `/metrics` (`health`): whether the server presents the certificate and reads the CA file
-//! the kubelet mounted, when that certificate expires, how many `refresh_certs` were sent and
-//! how many failed, and how many relayed connections failed. The Memcached's ServiceMonitor
-//! scrapes these ports beside the exporter's, and its PrometheusRule alerts on them: the
-//! failures the sidecars otherwise only log.
+//! What the certificate refresher, the stats relay and the supervisor tell Prometheus, at
+//! `/metrics` on their own port (`health`): whether the server presents the certificate and
+//! reads the CA file the kubelet mounted, when that certificate expires, how many
+//! `refresh_certs` were sent and how many failed; how many relayed connections failed; whether
+//! the mounted auth file is one memcached would refuse, and how many rereads were sent and
+//! refused. The Memcached's ServiceMonitor scrapes these ports beside the exporter's, and its
+//! PrometheusRule alerts on them: the failures these processes otherwise only log.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -20,6 +21,10 @@ pub const REFRESH_PENDING: &str = "memcached_certificate_refresh_pending";
 pub const EXPIRY: &str = "memcached_certificate_expiry_timestamp_seconds";
 /// See [`REFRESHES`].
 pub const RELAYED: &str = "memcached_stats_relay_connections";
+/// See [`REFRESHES`].
+pub const AUTH_RELOADS: &str = "memcached_auth_reloads";
+/// See [`REFRESHES`].
+pub const AUTH_REFUSED: &str = "memcached_auth_file_refused";
 
 /// How an attempt ended: `result="succeeded"` or `result="failed"`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -102,6 +107,40 @@ impl RelayMetrics {
     }
 }
 
+/// The supervisor's metrics.
+#[derive(Clone, Debug, Default)]
+pub struct SupervisorMetrics {
+    /// Changes of the auth file, by outcome: succeeded when memcached was sent SIGHUP to
+    /// reread it, failed when the file was one memcached would refuse or misread (never sent)
+    /// or memcached could not be signalled.
+    pub reloads: Family<Outcome, Counter>,
+    /// 1 while the mounted auth file is one memcached would refuse or misread: memcached keeps
+    /// the credentials it has, and would not start with it; 0 otherwise.
+    pub refused: Gauge,
+}
+
+impl SupervisorMetrics {
+    /// The metrics, registered in a registry of their own.
+    pub fn registered() -> (Self, Registry) {
+        let metrics = Self::default();
+        let mut registry = Registry::default();
+        registry.register(
+            AUTH_RELOADS,
+            "Changes of the auth file memcached was sent to reread, by result",
+            metrics.reloads.clone(),
+        );
+        registry.register(
+            AUTH_REFUSED,
+            "1 while the mounted auth file is one memcached would refuse or misread",
+            metrics.refused.clone(),
+        );
+        for outcome in [SUCCEEDED, FAILED] {
+            let _ = metrics.reloads.get_or_create(&outcome);
+        }
+        (metrics, registry)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +168,17 @@ mod tests {
         for line in [
             "memcached_stats_relay_connections_total{result=\"succeeded\"} 0",
             "memcached_stats_relay_connections_total{result=\"failed\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        let (supervisor, registry) = SupervisorMetrics::registered();
+        supervisor.refused.set(1);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encodes");
+        for line in [
+            "memcached_auth_reloads_total{result=\"succeeded\"} 0",
+            "memcached_auth_reloads_total{result=\"failed\"} 0",
+            "memcached_auth_file_refused 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }

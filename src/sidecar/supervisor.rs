@@ -16,7 +16,10 @@
 //!   ([`super::auth_watch`]); a file memcached would refuse is logged with its line and rule
 //!   and never sent;
 //! - it reaps every child that ends (PID 1 inherits orphans), and exits as memcached did: its
-//!   exit status, or 128 plus the signal that killed it, as a shell reports it.
+//!   exit status, or 128 plus the signal that killed it, as a shell reports it;
+//! - with `--metrics-port`, it serves on that port `/metrics` (`super::metrics`: whether the
+//!   mounted auth file is one memcached would refuse, rereads sent and refused) for the
+//!   Memcached's ServiceMonitor, and `/healthz` and `/readyz` from its loop's heartbeat.
 //!
 //! It has no Kubernetes credentials and reads nothing but the auth file.
 
@@ -31,6 +34,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, error, info, warn};
 
 use super::auth_watch::{AuthWatch, Look};
+use super::health::{self, Heartbeat};
+use super::metrics::{FAILED, SUCCEEDED, SupervisorMetrics};
+use crate::listener::ServerError;
 
 /// The init container that copies the operator's binary into memcached's pod.
 pub const INSTALLER_CONTAINER_NAME: &str = "install-supervisor";
@@ -58,6 +64,11 @@ pub struct SuperviseArgs {
     #[arg(long)]
     pub warm_restart: bool,
 
+    /// Port of `/metrics` (and `/healthz`, `/readyz`), plain HTTP on every address; without
+    /// it, none are served.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub metrics_port: Option<u16>,
+
     /// memcached's command line: the program, then its arguments.
     #[arg(last = true, required = true, num_args = 1..)]
     pub command: Vec<String>,
@@ -82,6 +93,9 @@ pub enum SuperviseError {
         /// What the system said.
         error: std::io::Error,
     },
+    /// The metrics port cannot be listened on.
+    #[error(transparent)]
+    Metrics(#[from] ServerError),
 }
 
 /// The signals the supervisor handles, by name.
@@ -145,10 +159,31 @@ pub async fn run(args: SuperviseArgs) -> Result<u8, SuperviseError> {
     if let Err(error) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
         debug!(%error, "cannot become the subreaper of memcached's descendants");
     }
+    let listener = health::listen(args.metrics_port).await?;
+    let (metrics, registry) = SupervisorMetrics::registered();
+    let heartbeat = Heartbeat::default();
+    heartbeat.beat();
+    health::beside(
+        listener,
+        heartbeat.clone(),
+        registry,
+        supervise(&args, streams, &heartbeat, &metrics),
+    )
+    .await
+}
+
+/// Starts memcached and supervises it until it ends, beating `heartbeat` at every look at the
+/// auth file, which `metrics` records.
+async fn supervise(
+    args: &SuperviseArgs,
+    mut streams: Vec<(Signal, tokio::signal::unix::Signal)>,
+    heartbeat: &Heartbeat,
+    metrics: &SupervisorMetrics,
+) -> Result<u8, SuperviseError> {
     let mut auth = args.auth_file.clone().map(AuthWatch::new);
     // What memcached is about to read, judged before it starts.
     if let Some(watch) = &mut auth {
-        check_auth_file(watch, None);
+        check_auth_file(watch, None, metrics);
     }
     if args.warm_restart {
         tokio::select! {
@@ -189,11 +224,12 @@ pub async fn run(args: SuperviseArgs) -> Result<u8, SuperviseError> {
         let received = tokio::select! {
             received = next_signal(&mut streams) => received,
             _ = tick.tick() => {
+                heartbeat.beat();
                 if let Some(status) = reap(memcached) {
                     return Ok(ended(status));
                 }
                 if let Some(watch) = &mut auth {
-                    check_auth_file(watch, Some(memcached));
+                    check_auth_file(watch, Some(memcached), metrics);
                 }
                 continue;
             }
@@ -206,7 +242,7 @@ pub async fn run(args: SuperviseArgs) -> Result<u8, SuperviseError> {
             }
             Action::CheckAuthFile => {
                 if let Some(watch) = &mut auth {
-                    check_auth_file(watch, Some(memcached));
+                    check_auth_file(watch, Some(memcached), metrics);
                 }
             }
             Action::Forward(sent) => {
@@ -262,9 +298,10 @@ fn reap(memcached: Pid) -> Option<rustix::process::WaitStatus> {
 }
 
 /// Reads the auth file and acts on what it finds: memcached (when running) rereads a changed
-/// file it accepts; a file it would refuse is logged, never sent.
-fn check_auth_file(watch: &mut AuthWatch, memcached: Option<Pid>) {
+/// file it accepts; a file it would refuse is logged, never sent. `metrics` records both.
+fn check_auth_file(watch: &mut AuthWatch, memcached: Option<Pid>, metrics: &SupervisorMetrics) {
     let (look, unreadable) = watch.look();
+    metrics.refused.set(i64::from(watch.refusing()));
     let file = watch.path().display().to_string();
     if let Some(error) = unreadable {
         warn!(%error, auth_file = file, "cannot read the auth file");
@@ -276,12 +313,15 @@ fn check_auth_file(watch: &mut AuthWatch, memcached: Option<Pid>) {
             reason = %refusal,
             "memcached starts with an auth file it refuses or misreads"
         ),
-        Look::Refused(refusal) => error!(
-            auth_file = file,
-            reason = %refusal,
-            "the auth file changed to one memcached would refuse or misread; not sent: \
-             memcached keeps the credentials it has"
-        ),
+        Look::Refused(refusal) => {
+            metrics.reloads.get_or_create(&FAILED).inc();
+            error!(
+                auth_file = file,
+                reason = %refusal,
+                "the auth file changed to one memcached would refuse or misread; not sent: \
+                 memcached keeps the credentials it has"
+            );
+        }
         Look::Changed {
             credentials,
             digest,
@@ -291,6 +331,7 @@ fn check_auth_file(watch: &mut AuthWatch, memcached: Option<Pid>) {
             };
             match kill_process(pid, Signal::HUP) {
                 Ok(()) => {
+                    metrics.reloads.get_or_create(&SUCCEEDED).inc();
                     info!(
                         credentials,
                         "the auth file changed; sent memcached SIGHUP to reread it"
@@ -298,7 +339,10 @@ fn check_auth_file(watch: &mut AuthWatch, memcached: Option<Pid>) {
                     watch.sent(digest);
                 }
                 // Tried again at the next look.
-                Err(error) => warn!(%error, "the auth file changed; cannot signal memcached"),
+                Err(error) => {
+                    metrics.reloads.get_or_create(&FAILED).inc();
+                    warn!(%error, "the auth file changed; cannot signal memcached");
+                }
             }
         }
     }
@@ -321,6 +365,48 @@ mod tests {
         for passed in [Signal::INT, Signal::QUIT, Signal::USR1, Signal::USR2] {
             assert_eq!(action(passed, true, true), Action::Forward(passed));
         }
+    }
+
+    #[test]
+    fn the_metrics_say_a_refused_file_and_count_the_rereads_sent_and_refused() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("authfile");
+        std::fs::write(&path, "app:one\n").expect("written");
+        let mut watch = AuthWatch::new(path.clone());
+        let (metrics, _) = SupervisorMetrics::registered();
+        let count = |outcome| metrics.reloads.get_or_create(&outcome).get();
+        check_auth_file(&mut watch, None, &metrics);
+        assert_eq!(
+            (metrics.refused.get(), count(SUCCEEDED), count(FAILED)),
+            (0, 0, 0)
+        );
+        // A process to send SIGHUP to, in memcached's place.
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = Pid::from_child(&child);
+        std::fs::write(&path, "app:one\n\napp:two\n").expect("written");
+        check_auth_file(&mut watch, Some(pid), &metrics);
+        assert_eq!(
+            (metrics.refused.get(), count(SUCCEEDED), count(FAILED)),
+            (1, 0, 1)
+        );
+        check_auth_file(&mut watch, Some(pid), &metrics);
+        assert_eq!(
+            (metrics.refused.get(), count(FAILED)),
+            (1, 1),
+            "still refused, counted once"
+        );
+        std::fs::write(&path, "app:one\napp:two\n").expect("written");
+        check_auth_file(&mut watch, Some(pid), &metrics);
+        assert_eq!(
+            (metrics.refused.get(), count(SUCCEEDED), count(FAILED)),
+            (0, 1, 1)
+        );
+        let status = child.wait().expect("sleep ended");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(Signal::HUP.as_raw()),
+            "the reread was sent"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use memcached_operator::api::v1beta1::{
-    IssuerRef, Memcached, MemcachedSpec, MonitoringSpec, TlsSpec,
+    AuthSpec, IssuerRef, Memcached, MemcachedSpec, MonitoringSpec, TlsSpec,
 };
 use memcached_operator::controller::desired::children::prometheus_rule::alerting_rules;
 use memcached_packager::dashboard;
@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use testkit::repository;
 
 /// The Memcacheds the unit tests are written for, each with its tests: "cache" in "shop", 3
-/// replicas, monitored, its certificate from a cert-manager Issuer (`memcached.test.yaml`);
-/// and "sessions" in "shop", the same with its certificate from a Secret of the user's
-/// (`secret-tls.test.yaml`).
+/// replicas, monitored, with authentication, its certificate from a cert-manager Issuer
+/// (`memcached.test.yaml`); and "sessions" in "shop", the same with its certificate from a
+/// Secret of the user's (`secret-tls.test.yaml`).
 fn memcacheds() -> [(Memcached, &'static str); 2] {
     let tls = |issuer: bool| TlsSpec {
         secret_name: Some("cache-tls".into()),
@@ -37,6 +37,10 @@ fn memcacheds() -> [(Memcached, &'static str); 2] {
                 replicas: Some(3),
                 monitoring: Some(MonitoringSpec::default()),
                 tls: Some(tls(issuer)),
+                auth: Some(AuthSpec {
+                    secret_name: Some("cache-auth".into()),
+                    ..AuthSpec::default()
+                }),
                 ..MemcachedSpec::default()
             },
         );

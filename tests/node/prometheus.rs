@@ -3,11 +3,13 @@
 //! prometheus-operator, prometheus-config-reloader), on the node, with the Prometheus
 //! Operator's own CRDs and ClusterRoles. A Memcached whose servers serve TLS only, require
 //! client certificates and authentication asks for a ServiceMonitor and its alerting rules;
-//! Prometheus scrapes both servers' exporters through it, and their certificate refreshers and
-//! stats relays, reads what a client stored and the refreshers' view of the certificate,
+//! Prometheus scrapes both servers' exporters through it, and their certificate refreshers,
+//! stats relays and supervisors, reads what a client stored and the refreshers' view of the certificate,
 //! loads the Memcached's PrometheusRule, and fires `MemcachedDown` for the one server that is
 //! stopped (SIGSTOP: its kernel still completes the kubelet's TCP probes, so only the
-//! metrics tell), and for no other; the alert ends when the server goes on.
+//! metrics tell), and for no other; the alert ends when the server goes on. An auth file
+//! memcached would refuse is never sent to it, and `MemcachedAuthFileRefused` fires from the
+//! supervisors' metrics while the servers keep the credentials they had.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -195,14 +197,20 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
             })
             .collect();
         ours.sort();
-        (ours.len() == 6 && ours.iter().all(|(_, _, health, _)| health == "up")).then_some(ours)
+        (ours.len() == 8 && ours.iter().all(|(_, _, health, _)| health == "up")).then_some(ours)
     })
     .await;
     let pool = |index: usize| format!("serviceMonitor/{namespace}/{name}/{index}");
     let expected: Vec<(String, String, String, String)> = [0, 1]
         .into_iter()
         .flat_map(|server| {
-            [("metrics", 0), ("refresh-health", 1), ("relay-health", 2)].map(|(endpoint, index)| {
+            [
+                ("metrics", 0),
+                ("refresh-health", 1),
+                ("relay-health", 2),
+                ("supervisor", 3),
+            ]
+            .map(|(endpoint, index)| {
                 (
                     format!("{name}-{server}"),
                     endpoint.to_string(),
@@ -214,8 +222,8 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
         .collect();
     assert_eq!(
         targets, expected,
-        "the exporter, the refresher and the relay of each server, scraped through the \
-         Memcached's ServiceMonitor"
+        "the exporter, the refresher, the relay and the supervisor of each server, scraped \
+         through the Memcached's ServiceMonitor"
     );
     let (_, _, not_after) = memcached_operator::tls::certs::parse_chain(
         Path::new("tls.crt"),
@@ -286,7 +294,7 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
     let stopped = Stopped::new(memcached_pid(&first).expect("memcached's process"));
     let since = Instant::now();
     let firing = eventually("MemcachedDown firing", ALERT_WAIT, || async {
-        let alerts = down_alerts(prometheus, &namespace, name).await?;
+        let alerts = alerts(prometheus, "MemcachedDown", &namespace, name).await?;
         alerts
             .iter()
             .any(|(_, state)| state == "firing")
@@ -305,7 +313,7 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
     drop(stopped);
     let resumed = Instant::now();
     eventually("MemcachedDown ended", ALERT_WAIT, || async {
-        let alerts = down_alerts(prometheus, &namespace, name).await?;
+        let alerts = alerts(prometheus, "MemcachedDown", &namespace, name).await?;
         alerts.is_empty().then_some(())
     })
     .await;
@@ -330,6 +338,66 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
         connection.get("key-0").await,
         Ok(Some("value".to_string())),
         "the stopped server kept its items"
+    );
+
+    // An auth file memcached would refuse (a blank line): never sent, and said by the
+    // supervisor's metrics, on which MemcachedAuthFileRefused fires for both servers.
+    let accepted = servers(
+        api(
+            prometheus,
+            "/api/v1/query?query=memcached_auth_file_refused",
+        )
+        .await
+        .expect("memcached_auth_file_refused"),
+    );
+    assert_eq!(
+        accepted
+            .iter()
+            .map(|(_, value)| value.as_str())
+            .collect::<Vec<_>>(),
+        ["0", "0"],
+        "both supervisors find the auth file one memcached reads: {accepted:?}"
+    );
+    let changed = Instant::now();
+    kubectl(
+        &env,
+        &[
+            "patch",
+            "secret",
+            "cache-auth",
+            "-n",
+            &namespace,
+            "--type=merge",
+            "-p",
+            &json!({ "stringData": { "authfile": format!("{USER}:{PASSWORD}\n\nother:secret\n") } })
+                .to_string(),
+        ],
+        None,
+    );
+    let refused = eventually("MemcachedAuthFileRefused firing", ALERT_WAIT, || async {
+        let alerts = alerts(prometheus, "MemcachedAuthFileRefused", &namespace, name).await?;
+        (alerts.len() == 2 && alerts.iter().all(|(_, state)| state == "firing")).then_some(alerts)
+    })
+    .await;
+    assert_eq!(
+        refused,
+        [
+            (format!("{name}-0"), "firing".to_string()),
+            (format!("{name}-1"), "firing".to_string())
+        ]
+    );
+    let mut fresh = Connection::open(pod_address(&first, 11211), Some(&tls))
+        .await
+        .expect("a new connection");
+    assert_eq!(
+        fresh.authenticate(USER, PASSWORD).await.as_deref(),
+        Ok("STORED\r\n"),
+        "memcached keeps the credentials it had"
+    );
+    eprintln!(
+        "prometheus: MemcachedAuthFileRefused fired for both servers {:.1} s after the auth \
+         Secret changed to a file with a blank line; the credentials before still log in",
+        changed.elapsed().as_secs_f64()
     );
     kubectl(
         &env,
@@ -419,10 +487,11 @@ spec:
     )
 }
 
-/// The `MemcachedDown` alerts of Memcached `namespace/name`, as (pod, state), sorted; `None`
-/// while Prometheus does not answer.
-async fn down_alerts(
+/// The alerts `alertname` of Memcached `namespace/name`, as (pod, state), sorted; `None` while
+/// Prometheus does not answer.
+async fn alerts(
     prometheus: SocketAddr,
+    alertname: &str,
     namespace: &str,
     name: &str,
 ) -> Option<Vec<(String, String)>> {
@@ -431,7 +500,7 @@ async fn down_alerts(
         .as_array()?
         .iter()
         .filter(|alert| {
-            alert["labels"]["alertname"] == json!("MemcachedDown")
+            alert["labels"]["alertname"] == json!(alertname)
                 && alert["labels"]["namespace"] == json!(namespace)
                 && alert["labels"]["service"] == json!(name)
         })

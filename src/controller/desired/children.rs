@@ -159,11 +159,18 @@ fn health_ports(memcached: &Memcached) -> probes::HealthPorts {
     ])
 }
 
+/// The supervisor's metrics port, on memcached's container: with monitoring, where memcached
+/// runs under the supervisor (with authentication).
+fn supervisor_port(memcached: &Memcached) -> Option<i32> {
+    (supervision::supervised(memcached) && monitoring::metrics_port(memcached).is_some())
+        .then(|| health_ports(memcached).supervisor)
+}
+
 /// The ports Prometheus scrapes on each server's pod, by name, with monitoring on: the
-/// exporter's metrics port, the certificate refresher's probe port with TLS, and the stats
-/// relay's where it runs (both serve `/metrics` beside their probes, `sidecar::metrics`). The
-/// Service names them, the ServiceMonitor scrapes them, and the NetworkPolicy opens them to
-/// the metrics sources only.
+/// exporter's metrics port, the certificate refresher's probe port with TLS, the stats
+/// relay's where it runs (both serve `/metrics` beside their probes, `sidecar::metrics`), and
+/// the supervisor's with authentication. The Service names them, the ServiceMonitor scrapes
+/// them, and the NetworkPolicy opens them to the metrics sources only.
 pub fn scraped_ports(memcached: &Memcached) -> Vec<(&'static str, i32)> {
     let Some(metrics) = monitoring::metrics_port(memcached) else {
         return Vec::new();
@@ -175,6 +182,9 @@ pub fn scraped_ports(memcached: &Memcached) -> Vec<(&'static str, i32)> {
     }
     if monitoring::relayed(memcached) {
         ports.push((probes::RELAY_PORT_NAME, health.relay));
+    }
+    if let Some(port) = supervisor_port(memcached) {
+        ports.push((probes::SUPERVISOR_PORT_NAME, port));
     }
     ports
 }
@@ -230,10 +240,12 @@ fn memcached_container(memcached: &Memcached, mounts: Vec<VolumeMount>) -> Conta
     Container {
         name: CONTAINER_NAME.into(),
         image: memcached.spec.image.clone(),
-        command: supervision::command(memcached).or_else(|| lifecycle::command(memcached)),
+        command: supervision::command(memcached, supervisor_port(memcached))
+            .or_else(|| lifecycle::command(memcached)),
         args: Some(memcached_args(memcached)),
         ports: Some(
             named_ports(memcached)
+                .chain(supervisor_port(memcached).map(|port| (probes::SUPERVISOR_PORT_NAME, port)))
                 .map(|(name, port)| ContainerPort {
                     name: Some(name.into()),
                     container_port: port,

@@ -19,27 +19,37 @@ pub const FIRST_HEALTH_PORT: i32 = 9151;
 pub const REFRESHER_PORT_NAME: &str = "refresh-health";
 /// The relay's probe port's name.
 pub const RELAY_PORT_NAME: &str = "relay-health";
+/// The name of the supervisor's metrics port, on memcached's container (with authentication
+/// and monitoring).
+pub const SUPERVISOR_PORT_NAME: &str = "supervisor";
 /// The path the exporter is probed on: its landing page, which reads nothing of memcached
 /// (a scrape of `/metrics` would reach the server, whose own probes say how it is).
 pub const EXPORTER_PROBE_PATH: &str = "/";
 
-/// The probe ports of the refresher and of the relay.
+/// The probe ports of the refresher and of the relay, and the supervisor's metrics port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HealthPorts {
     /// The certificate refresher's.
     pub refresher: i32,
     /// The stats relay's.
     pub relay: i32,
+    /// The supervisor's.
+    pub supervisor: i32,
 }
 
-/// The sidecars' probe ports: the first two from [`FIRST_HEALTH_PORT`] that none of the
-/// pod's other listeners uses (`taken`: memcached's client and plaintext ports, the metrics
-/// port, where there are).
+/// The sidecars' probe ports and the supervisor's port: the first three from
+/// [`FIRST_HEALTH_PORT`] that none of the pod's other listeners uses (`taken`: memcached's
+/// client and plaintext ports, the metrics port, where there are).
 pub fn health_ports(taken: [Option<i32>; 3]) -> HealthPorts {
     let mut free = (FIRST_HEALTH_PORT..).filter(|port| !taken.contains(&Some(*port)));
     let refresher = free.next().unwrap_or(FIRST_HEALTH_PORT);
     let relay = free.next().unwrap_or(FIRST_HEALTH_PORT + 1);
-    HealthPorts { refresher, relay }
+    let supervisor = free.next().unwrap_or(FIRST_HEALTH_PORT + 2);
+    HealthPorts {
+        refresher,
+        relay,
+        supervisor,
+    }
 }
 
 /// The container port a sidecar's probes are answered on.
@@ -95,21 +105,24 @@ mod tests {
             health_ports([Some(11211), None, None]),
             HealthPorts {
                 refresher: 9151,
-                relay: 9152
+                relay: 9152,
+                supervisor: 9153
             }
         );
         assert_eq!(
             health_ports([Some(9153), Some(9152), Some(9151)]),
             HealthPorts {
                 refresher: 9154,
-                relay: 9155
+                relay: 9155,
+                supervisor: 9156
             }
         );
         assert_eq!(
             health_ports([Some(11211), Some(9152), None]),
             HealthPorts {
                 refresher: 9151,
-                relay: 9153
+                relay: 9153,
+                supervisor: 9154
             }
         );
     }

@@ -17,7 +17,7 @@ use super::{CONTAINER_NAME, metadata_with_labels};
 use crate::api::v1beta1::Memcached;
 use crate::controller::cache::child::Child;
 use crate::controller::cache::compact::CachedPrometheusRule;
-use crate::sidecar::metrics::{EXPIRY, REFRESH_PENDING};
+use crate::sidecar::metrics::{AUTH_REFUSED, EXPIRY, REFRESH_PENDING};
 use crate::sidecar::{refresher, relay};
 
 impl Child for PrometheusRule {
@@ -96,7 +96,8 @@ fn rule(
 /// The alerting rules of `memcached`: its servers down or missing, connections near the
 /// limit, evictions, items refused for lack of memory, a container of its pods restarted
 /// (memcached, or a sidecar that stopped: the refresher or the relay stop when they cannot
-/// present their client certificate); with TLS, a server that does not serve its mounted
+/// present their client certificate); with authentication, an auth file memcached would
+/// refuse (the supervisor's metrics); with TLS, a server that does not serve its mounted
 /// certificate (the refresher's metrics) and, without an issuer, that certificate about to
 /// expire; with `spec.tls.issuerRef`, its certificate not renewed or not ready.
 pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
@@ -176,6 +177,21 @@ pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
                 ),
             ),
         );
+    }
+    if memcached.spec.auth.is_some() {
+        rules.push(rule(
+            "MemcachedAuthFileRefused",
+            format!("{AUTH_REFUSED}{{{servers}}} == 1"),
+            Some("1m"),
+            "critical",
+            "A memcached server's auth file is one memcached refuses",
+            format!(
+                "{object}: the auth file mounted in pod {{{{ $labels.pod }}}} is one memcached \
+                 would refuse or misread: the server keeps the credentials it had, and would not \
+                 start with this file (its log says which line and why: kubectl logs \
+                 {{{{ $labels.pod }}}} -c memcached -n {namespace})."
+            ),
+        ));
     }
     if let Some(tls) = &memcached.spec.tls {
         rules.push(rule(

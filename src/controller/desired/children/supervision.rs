@@ -31,9 +31,9 @@ pub fn supervised(memcached: &Memcached) -> bool {
 }
 
 /// The memcached container's command under the supervisor: the installed binary's
-/// `supervise`, then `memcached`, to which the container's arguments are added. `None` when
-/// memcached is not supervised.
-pub fn command(memcached: &Memcached) -> Option<Vec<String>> {
+/// `supervise` (serving its metrics on `metrics_port` when given), then `memcached`, to which
+/// the container's arguments are added. `None` when memcached is not supervised.
+pub fn command(memcached: &Memcached, metrics_port: Option<i32>) -> Option<Vec<String>> {
     if !supervised(memcached) {
         return None;
     }
@@ -44,6 +44,9 @@ pub fn command(memcached: &Memcached) -> Option<Vec<String>> {
     ];
     if warm_restart(memcached) {
         command.push("--warm-restart".into());
+    }
+    if let Some(port) = metrics_port {
+        command.push(format!("--metrics-port={port}"));
     }
     command.push("--".into());
     command.push("memcached".into());

@@ -209,8 +209,8 @@ fn only_the_exporters_port_is_scraped_where_no_sidecar_of_the_operator_runs() {
     assert_eq!(scraped_ports(&plain), []);
 }
 
-/// The exporter's metrics port and the refresher's and the relay's probe ports, which serve
-/// their metrics too.
+/// The exporter's metrics port, the refresher's and the relay's probe ports, which serve
+/// their metrics too, and the supervisor's metrics port on memcached's container.
 #[test]
 fn the_scraped_ports_are_on_the_service_and_open_to_the_metrics_sources_only() {
     use k8s_openapi::api::networking::v1::NetworkPolicyPeer;
@@ -229,7 +229,8 @@ fn the_scraped_ports_are_on_the_service_and_open_to_the_metrics_sources_only() {
             (Some("memcache-plain".into()), 11212),
             (Some("metrics".into()), 9150),
             (Some("refresh-health".into()), 9151),
-            (Some("relay-health".into()), 9152)
+            (Some("relay-health".into()), 9152),
+            (Some("supervisor".into()), 9153)
         ]
     );
     let clients = vec![NetworkPolicyPeer {
@@ -270,7 +271,7 @@ fn the_scraped_ports_are_on_the_service_and_open_to_the_metrics_sources_only() {
         .collect();
     assert_eq!(
         metrics,
-        [9150, 9151, 9152].map(|port| Some(IntOrString::Int(port)))
+        [9150, 9151, 9152, 9153].map(|port| Some(IntOrString::Int(port)))
     );
 }
 
@@ -422,7 +423,7 @@ fn a_service_monitor_scrapes_the_exporter_and_the_sidecars_on_the_memcached_s_se
     );
     assert_eq!(
         value["spec"]["endpoints"],
-        serde_json::json!(["metrics", "refresh-health", "relay-health"].map(
+        serde_json::json!(["metrics", "refresh-health", "relay-health", "supervisor"].map(
             |port| serde_json::json!({"port": port, "path": "/metrics", "scheme": "http", "interval": "30s"})
         ))
     );
