@@ -1,6 +1,7 @@
 //! Builds the Grafana dashboard of memcached servers run by the operator, over the metrics
-//! their exporters serve (`spec.monitoring`, scraped through the ServiceMonitor, whose targets
-//! carry `namespace` and `service`, the Memcached's name): `config/grafana/memcached.json`,
+//! their exporters, certificate refreshers, stats relays and supervisors serve
+//! (`spec.monitoring`, scraped through the ServiceMonitor, whose targets carry `namespace`
+//! and `service`, the Memcached's name): `config/grafana/memcached.json`,
 //! and the same JSON in a ConfigMap labelled `grafana_dashboard: "1"`, the label Grafana's
 //! dashboard sidecar (as kube-prometheus-stack runs it) loads dashboards from.
 //!
@@ -106,6 +107,50 @@ fn panels() -> Vec<(&'static str, &'static str, Vec<Query>)> {
                 (
                     format!("sum by (pod) (rate(memcached_written_bytes_total{{{s}}}[5m]))"),
                     "written {{pod}}",
+                ),
+            ],
+        ),
+        (
+            "Certificate and auth file not in use",
+            "none",
+            vec![
+                (
+                    format!("memcached_certificate_refresh_pending{{{s}}}"),
+                    "certificate refresh pending {{pod}}",
+                ),
+                (
+                    format!("memcached_auth_file_refused{{{s}}}"),
+                    "auth file refused {{pod}}",
+                ),
+            ],
+        ),
+        (
+            "Mounted certificate expires in",
+            "s",
+            vec![(
+                format!("memcached_certificate_expiry_timestamp_seconds{{{s}}} - time()"),
+                "{{pod}}",
+            )],
+        ),
+        (
+            "Refreshes, rereads and relayed scrapes failed",
+            "ops",
+            vec![
+                (
+                    format!(
+                        "rate(memcached_certificate_refreshes_total{{{s},result=\"failed\"}}[5m])"
+                    ),
+                    "refresh_certs {{pod}}",
+                ),
+                (
+                    format!("rate(memcached_auth_reloads_total{{{s},result=\"failed\"}}[5m])"),
+                    "auth file {{pod}}",
+                ),
+                (
+                    format!(
+                        "rate(memcached_stats_relay_connections_total{{{s},result=\"failed\"}}[5m])"
+                    ),
+                    "stats relay {{pod}}",
                 ),
             ],
         ),
