@@ -1,6 +1,7 @@
 //! What the certificate refresher, the stats relay and the supervisor tell Prometheus, at
-//! `/metrics` on their own port (`health`): whether the server presents the certificate and
-//! reads the CA file the kubelet mounted, when that certificate expires, how many
+//! `/metrics` on their own port (`health`): which certificate the server presents, whether it
+//! presents the one and reads the CA file the kubelet mounted, when that certificate expires,
+//! how many
 //! `refresh_certs` were sent and how many failed; how many relayed connections failed; whether
 //! the mounted auth file is one memcached would refuse, and how many rereads were sent and
 //! refused. The Memcached's ServiceMonitor scrapes these ports beside the exporter's, and its
@@ -19,6 +20,8 @@ pub const REFRESHES: &str = "memcached_certificate_refreshes";
 pub const REFRESH_PENDING: &str = "memcached_certificate_refresh_pending";
 /// See [`REFRESHES`].
 pub const EXPIRY: &str = "memcached_certificate_expiry_timestamp_seconds";
+/// See [`REFRESHES`].
+pub const SERVED: &str = "memcached_certificate_served";
 /// See [`REFRESHES`].
 pub const RELAYED: &str = "memcached_stats_relay_connections";
 /// See [`REFRESHES`].
@@ -40,6 +43,13 @@ pub const SUCCEEDED: Outcome = Outcome {
 /// The failed outcome.
 pub const FAILED: Outcome = Outcome { result: "failed" };
 
+/// A certificate's serial number (hex, with colons), which it presents to every client.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Serial {
+    /// The serial.
+    pub serial: String,
+}
+
 /// The certificate refresher's metrics.
 #[derive(Clone, Debug, Default)]
 pub struct RefresherMetrics {
@@ -51,9 +61,22 @@ pub struct RefresherMetrics {
     pub pending: Gauge,
     /// The notAfter of the certificate file's leaf, in Unix seconds.
     pub expiry: Gauge,
+    /// 1, labelled with the serial of the certificate the server was last seen presenting.
+    pub served: Family<Serial, Gauge>,
 }
 
 impl RefresherMetrics {
+    /// Records that the server presents the certificate with `serial`, and no other.
+    pub fn serving(&self, serial: &str) {
+        let serial = Serial {
+            serial: serial.to_string(),
+        };
+        if self.served.get(&serial).is_none() {
+            self.served.clear();
+            self.served.get_or_create(&serial).set(1);
+        }
+    }
+
     /// The metrics, registered in a registry of their own.
     pub fn registered() -> (Self, Registry) {
         let metrics = Self::default();
@@ -73,6 +96,11 @@ impl RefresherMetrics {
             EXPIRY,
             "When the mounted certificate's leaf expires, in Unix seconds",
             metrics.expiry.clone(),
+        );
+        registry.register(
+            SERVED,
+            "1, labelled with the serial of the certificate the server presents",
+            metrics.served.clone(),
         );
         // Both outcomes from the start, so that a rate over them is defined before the first.
         for outcome in [SUCCEEDED, FAILED] {
@@ -152,6 +180,8 @@ mod tests {
         refresher.refreshes.get_or_create(&FAILED).inc();
         refresher.pending.set(1);
         refresher.expiry.set(1_900_000_000);
+        refresher.serving("0A:01");
+        refresher.serving("0B:02");
         let mut text = String::new();
         encode(&mut text, &registry).expect("encodes");
         for line in [
@@ -159,9 +189,14 @@ mod tests {
             "memcached_certificate_refreshes_total{result=\"failed\"} 1",
             "memcached_certificate_refresh_pending 1",
             "memcached_certificate_expiry_timestamp_seconds 1900000000",
+            "memcached_certificate_served{serial=\"0B:02\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
+        assert!(
+            !text.contains("0A:01"),
+            "only the serial presented now: {text}"
+        );
         let (_, registry) = RelayMetrics::registered();
         let mut text = String::new();
         encode(&mut text, &registry).expect("encodes");

@@ -16,9 +16,9 @@
 //! certificate it is sent `refresh_certs` once, and `ca.crt` is compared from then on. A
 //! client certificate it cannot present (unreadable, not a pair, or not for clients) stops it
 //! with the reason, which its termination message carries to the Memcached's status. What it
-//! sees (a refresh pending, refreshes sent and failed, the file's expiry) it serves as metrics
-//! beside its probes (`metrics`). It reads only files mounted into the pod and talks only to
-//! its own pod's server: it needs no Kubernetes API access.
+//! sees (the serial served, a refresh pending, refreshes sent and failed, the file's expiry)
+//! it serves as metrics beside its probes (`metrics`). It reads only files mounted into the
+//! pod and talks only to its own pod's server: it needs no Kubernetes API access.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -182,6 +182,7 @@ async fn rounds(
                     if refreshed {
                         ca_loaded = Some(ca_now);
                     }
+                    metrics.serving(&now);
                     served = Some(now);
                 }
                 // Beside a server still starting (the sidecar starts first): not worth a

@@ -4,12 +4,13 @@
 //! Operator's own CRDs and ClusterRoles. A Memcached whose servers serve TLS only, require
 //! client certificates and authentication asks for a ServiceMonitor and its alerting rules;
 //! Prometheus scrapes both servers' exporters through it, and their certificate refreshers,
-//! stats relays and supervisors, reads what a client stored and the refreshers' view of the certificate,
-//! loads the Memcached's PrometheusRule, and fires `MemcachedDown` for the one server that is
-//! stopped (SIGSTOP: its kernel still completes the kubelet's TCP probes, so only the
-//! metrics tell), and for no other; the alert ends when the server goes on. An auth file
-//! memcached would refuse is never sent to it, and `MemcachedAuthFileRefused` fires from the
-//! supervisors' metrics while the servers keep the credentials they had.
+//! stats relays and supervisors, reads what a client stored and the refreshers' view of the
+//! certificate (the serial each server presents, its notAfter), loads the Memcached's
+//! PrometheusRule, and fires `MemcachedDown` for the one server that is stopped (SIGSTOP: its
+//! kernel still completes the kubelet's TCP probes, so only the metrics tell), and for no
+//! other; the alert ends when the server goes on. An auth file memcached would refuse is never
+//! sent to it, and `MemcachedAuthFileRefused` fires from the supervisors' metrics while the
+//! servers keep the credentials they had.
 
 use std::net::SocketAddr;
 use std::path::Path;
