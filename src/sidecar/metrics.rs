@@ -50,6 +50,14 @@ pub struct Serial {
     pub serial: String,
 }
 
+/// Both outcomes of `counter` from the start, so that a rate over either is defined before the
+/// first attempt ends.
+fn both_outcomes(counter: &Family<Outcome, Counter>) {
+    for outcome in [SUCCEEDED, FAILED] {
+        let _ = counter.get_or_create(&outcome);
+    }
+}
+
 /// The certificate refresher's metrics.
 #[derive(Clone, Debug, Default)]
 pub struct RefresherMetrics {
@@ -102,10 +110,7 @@ impl RefresherMetrics {
             "1, labelled with the serial of the certificate the server presents",
             metrics.served.clone(),
         );
-        // Both outcomes from the start, so that a rate over them is defined before the first.
-        for outcome in [SUCCEEDED, FAILED] {
-            let _ = metrics.refreshes.get_or_create(&outcome);
-        }
+        both_outcomes(&metrics.refreshes);
         (metrics, registry)
     }
 }
@@ -128,9 +133,7 @@ impl RelayMetrics {
             "Connections the stats relay relayed to the server, by result",
             metrics.connections.clone(),
         );
-        for outcome in [SUCCEEDED, FAILED] {
-            let _ = metrics.connections.get_or_create(&outcome);
-        }
+        both_outcomes(&metrics.connections);
         (metrics, registry)
     }
 }
@@ -162,9 +165,7 @@ impl SupervisorMetrics {
             "1 while the mounted auth file is one memcached would refuse or misread",
             metrics.refused.clone(),
         );
-        for outcome in [SUCCEEDED, FAILED] {
-            let _ = metrics.reloads.get_or_create(&outcome);
-        }
+        both_outcomes(&metrics.reloads);
         (metrics, registry)
     }
 }
