@@ -1,6 +1,6 @@
 //! Sets up what the scenarios run against: a control plane whose node is real, with
 //! `make deploy` done on it, and the helpers they share: a Memcached created, pods by label, a
-//! pod that runs a script to its end, and the node's addresses.
+//! pod that runs a script to its end, the node's addresses, and items set and counted.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,6 +13,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use memcached_operator::api::{GROUP, STORAGE_VERSION};
 use testkit::control_plane::ControlPlane;
 use testkit::deploy::{Deployed, start_and_deploy_with};
+use testkit::memcache::Connection;
 
 pub use testkit::scenarios::eventually;
 
@@ -210,4 +211,27 @@ pub fn host(program: &str, args: &[&str]) -> String {
         ),
         Err(error) => panic!("cannot run {program}: {error}"),
     }
+}
+
+/// Sets `count` items `prefix-N` to `value-N` through `connection`, each answered `STORED`.
+pub async fn set_items(connection: &mut Connection, prefix: &str, count: usize) {
+    for i in 0..count {
+        let stored = connection
+            .set(&format!("{prefix}-{i}"), &format!("value-{i}"))
+            .await;
+        assert_eq!(stored.as_deref(), Ok("STORED\r\n"), "set {prefix}-{i}");
+    }
+}
+
+/// How many of the `count` items `prefix-N` `connection` reads back as `value-N`.
+pub async fn count_items(connection: &mut Connection, prefix: &str, count: usize) -> usize {
+    let mut found = 0;
+    for i in 0..count {
+        match connection.get(&format!("{prefix}-{i}")).await {
+            Ok(Some(value)) if value == format!("value-{i}") => found += 1,
+            Ok(_) => {}
+            Err(error) => panic!("get {prefix}-{i}: {error}"),
+        }
+    }
+    found
 }

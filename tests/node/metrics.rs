@@ -14,7 +14,7 @@ use testkit::memcache::{Connection, Tls};
 use testkit::pki::Ca;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::cluster::{Env, WAIT, eventually, pod_address};
+use crate::cluster::{Env, WAIT, count_items, eventually, pod_address, set_items};
 use crate::secured::{
     client_data, create_and_wait, create_auth_secret, create_secret, pod, tls_data,
 };
@@ -79,21 +79,8 @@ pub async fn the_exporter_reports_what_clients_did_with_tls_and_authentication_o
                 Ok("STORED\r\n")
             );
         }
-        for i in 0..ITEMS {
-            assert_eq!(
-                connection
-                    .set(&format!("key-{i}"), "value")
-                    .await
-                    .as_deref(),
-                Ok("STORED\r\n")
-            );
-        }
-        for i in 0..ITEMS {
-            assert_eq!(
-                connection.get(&format!("key-{i}")).await,
-                Ok(Some("value".to_string()))
-            );
-        }
+        set_items(&mut connection, "key", ITEMS).await;
+        assert_eq!(count_items(&mut connection, "key", ITEMS).await, ITEMS);
         for i in 0..MISSES {
             assert_eq!(connection.get(&format!("absent-{i}")).await, Ok(None));
         }

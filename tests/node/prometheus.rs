@@ -22,7 +22,9 @@ use testkit::containers::memcached_pid;
 use testkit::memcache::{Connection, Tls};
 use testkit::pki::Ca;
 
-use crate::cluster::{Env, WAIT, eventually, host, image_reference, pod_address};
+use crate::cluster::{
+    Env, WAIT, count_items, eventually, host, image_reference, pod_address, set_items,
+};
 use crate::secured::{client_data, create_auth_secret, create_secret, pod, tls_data};
 
 /// Where the Prometheus Operator and Prometheus run.
@@ -118,15 +120,7 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
         connection.authenticate(USER, PASSWORD).await.as_deref(),
         Ok("STORED\r\n")
     );
-    for i in 0..ITEMS {
-        assert_eq!(
-            connection
-                .set(&format!("key-{i}"), "value")
-                .await
-                .as_deref(),
-            Ok("STORED\r\n")
-        );
-    }
+    set_items(&mut connection, "key", ITEMS).await;
 
     let prometheus = eventually("Prometheus ready", WAIT, || async {
         let pod = env
@@ -336,8 +330,8 @@ pub async fn prometheus_scrapes_the_servers_and_fires_the_down_alert_for_a_stopp
         "a stopped server is not restarted by its probes"
     );
     assert_eq!(
-        connection.get("key-0").await,
-        Ok(Some("value".to_string())),
+        count_items(&mut connection, "key", ITEMS).await,
+        ITEMS,
         "the stopped server kept its items"
     );
 

@@ -205,28 +205,14 @@ async fn ready(pods: &Api<Pod>, restarts: i32) -> Pod {
     .await
 }
 
+/// Sets [`ITEMS`] items named `prefix-N` on the server at `address`.
 async fn set_items(address: SocketAddr, prefix: &str) {
     let mut connection = Connection::open(address, None).await.expect("a connection");
-    for i in 0..ITEMS {
-        assert_eq!(
-            connection
-                .set(&format!("{prefix}-{i}"), &format!("value-{i}"))
-                .await
-                .as_deref(),
-            Ok("STORED\r\n")
-        );
-    }
+    crate::cluster::set_items(&mut connection, prefix, ITEMS).await;
 }
 
+/// How many of the [`ITEMS`] items `prefix-N` the server at `address` still holds.
 async fn count_items(address: SocketAddr, prefix: &str) -> usize {
     let mut connection = Connection::open(address, None).await.expect("a connection");
-    let mut found = 0;
-    for i in 0..ITEMS {
-        match connection.get(&format!("{prefix}-{i}")).await {
-            Ok(Some(value)) if value == format!("value-{i}") => found += 1,
-            Ok(_) => {}
-            Err(error) => panic!("get {prefix}-{i}: {error}"),
-        }
-    }
-    found
+    crate::cluster::count_items(&mut connection, prefix, ITEMS).await
 }

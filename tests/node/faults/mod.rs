@@ -76,12 +76,7 @@ async fn set_items(address: SocketAddr, prefix: &str) {
     let mut connection = Connection::open(address, None)
         .await
         .unwrap_or_else(|e| panic!("a connection to {address}: {e}"));
-    for i in 0..ITEMS {
-        let stored = connection
-            .set(&format!("{prefix}-{i}"), &format!("value-{i}"))
-            .await;
-        assert_eq!(stored.as_deref(), Ok("STORED\r\n"), "set {prefix}-{i}");
-    }
+    crate::cluster::set_items(&mut connection, prefix, ITEMS).await;
 }
 
 /// How many of the [`ITEMS`] items `prefix-N` the server at `address` still holds.
@@ -89,15 +84,7 @@ async fn count_items(address: SocketAddr, prefix: &str) -> usize {
     let mut connection = Connection::open(address, None)
         .await
         .unwrap_or_else(|e| panic!("a connection to {address}: {e}"));
-    let mut found = 0;
-    for i in 0..ITEMS {
-        match connection.get(&format!("{prefix}-{i}")).await {
-            Ok(Some(value)) if value == format!("value-{i}") => found += 1,
-            Ok(_) => {}
-            Err(error) => panic!("get {prefix}-{i}: {error}"),
-        }
-    }
-    found
+    crate::cluster::count_items(&mut connection, prefix, ITEMS).await
 }
 
 /// A client that sets and reads back an item over and over on one server, reconnecting
