@@ -332,6 +332,12 @@ fn tls() -> impl Strategy<Value = v1beta1::TlsSpec> {
         option::of(issuer),
         option::of(any::<bool>()),
         option::of("[a-z]{1,8}-client"),
+        option::of(("[a-z]{1,8}-trust", option::of("[a-z.]{1,8}")).prop_map(
+            |(config_map_name, key)| v1beta1::ClientCaSource {
+                config_map_name,
+                key,
+            },
+        )),
     )
         .prop_map(
             |(
@@ -342,11 +348,13 @@ fn tls() -> impl Strategy<Value = v1beta1::TlsSpec> {
                 issuer_ref,
                 service_ca,
                 client_secret_name,
+                client_ca,
             )| {
                 v1beta1::TlsSpec {
                     secret_name,
                     plaintext_port,
                     client_auth,
+                    client_ca,
                     client_secret_name,
                     refresher_image,
                     issuer_ref,
@@ -371,6 +379,7 @@ pub fn beta_status() -> impl Strategy<Value = v1beta1::MemcachedStatus> {
         option::of(tls().prop_map(|tls| v1beta1::TlsStatus {
             secret_name: tls.secret_name,
             client_auth: tls.client_auth,
+            client_ca: tls.client_ca,
             plaintext_port: tls.plaintext_port,
         })),
         option::of(

@@ -151,16 +151,19 @@ pub fn one_certificate_source() -> Rule {
         .reason(Reason::FieldValueForbidden)
 }
 
-/// On `spec.tls`: the OpenShift service CA writes no `ca.crt`, so client certificates cannot
-/// be verified against one.
+/// A ConfigMap key's grammar.
+pub const CONFIG_MAP_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+
+/// On `spec.tls`: the OpenShift service CA writes no `ca.crt`, so client certificates are
+/// verified only against a `clientCA`.
 pub fn service_ca_has_no_client_ca() -> Rule {
     Rule::new(
         "!has(self.openShiftServiceCA) || !self.openShiftServiceCA || !has(self.clientAuth) || \
-         self.clientAuth == 'None'",
+         self.clientAuth == 'None' || has(self.clientCA)",
     )
     .message(
-        "spec.tls.clientAuth must be None with openShiftServiceCA: the service CA writes no \
-         ca.crt to verify client certificates against",
+        "spec.tls.clientAuth must be None with openShiftServiceCA unless spec.tls.clientCA \
+         names the CAs: the service CA writes no ca.crt to verify client certificates against",
     )
     .field_path(".clientAuth")
     .reason(Reason::FieldValueForbidden)
@@ -190,6 +193,17 @@ pub fn client_secret_only_with_client_auth() -> Rule {
          no client certificate is asked for",
         )
         .field_path(".clientSecretName")
+        .reason(Reason::FieldValueForbidden)
+}
+
+/// On `spec.tls`: client CAs are for servers that ask for client certificates.
+pub fn client_ca_only_with_client_auth() -> Rule {
+    Rule::new("!has(self.clientCA) || (has(self.clientAuth) && self.clientAuth != 'None')")
+        .message(
+            "spec.tls.clientCA is used only with clientAuth Request or Require: with None no \
+             client certificate is verified",
+        )
+        .field_path(".clientCA")
         .reason(Reason::FieldValueForbidden)
 }
 

@@ -31,8 +31,8 @@ pub use monitoring::{MonitoringSpec, RulesSpec, ServiceMonitorSpec};
 pub use network::{MAX_ALLOWED_SOURCES, NetworkPolicySpec};
 
 pub use security::{
-    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, IssuerRef, MAX_AUTH_ENTRIES, TLS_CA_KEY,
-    TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec, TlsStatus,
+    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, ClientCaSource, IssuerRef, MAX_AUTH_ENTRIES,
+    TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec, TlsStatus,
 };
 
 /// The desired state of a memcached cluster.

@@ -4,7 +4,8 @@
 //! listener of it but the API server and the kubelet, admits no pod beyond Pod Security's
 //! `baseline` unless its namespace opts out, and pulls from no registry but the local one;
 //! memcached's servers answer by the names `status.servers` gives, through the cluster's DNS,
-//! and refuse the clients TLS, client certificates and credentials keep out; their exporter
+//! and refuse the clients TLS, client certificates and credentials keep out, and a renewed
+//! certificate and a CA rotation through cert-manager reach them with no client refused; their exporter
 //! reports what the clients did, and a Prometheus run by the Prometheus Operator scrapes it
 //! through the Memcached's ServiceMonitor and fires its alert for a stopped server; each of
 //! their containers reaches only its own processes and files; and scorecard's six tests pass
@@ -16,6 +17,7 @@
 //! config/default through hack/node/deploy). A plain `cargo test` lists them as ignored (they
 //! need .tools and root); `make test` runs them with `--ignored`.
 
+mod ca_rotation;
 mod cluster;
 mod confinement;
 mod controls;
@@ -52,6 +54,7 @@ fn main() {
         isolation::each_container_reaches_only_its_own_processes_and_files,
         identity::a_client_certificate_for_servers_only_is_reported_on_the_memcached,
         rotation::a_renewed_certificate_is_served_without_a_restart_or_a_lost_item,
+        ca_rotation::a_ca_rotation_through_cert_manager_refuses_no_client,
         credentials::changed_credentials_reach_the_server_without_a_restart_or_a_lost_item,
         warm_restart::a_graceful_restart_keeps_the_items_and_a_kill_loses_them,
         graceful::a_deleted_server_serves_through_its_pre_stop_delay_out_of_its_endpoints,

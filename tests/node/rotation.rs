@@ -14,8 +14,8 @@
 //! restart counts and process start times), and every item still there.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -38,8 +38,8 @@ const ITEMS: usize = 100;
 const ROTATION_LIMIT: Duration = Duration::from_secs(240);
 
 /// The credentials every client of the scenario authenticates with.
-const USER: &str = "rotation";
-const PASSWORD: &str = "renewed-under-auth-7c2e";
+pub const USER: &str = "rotation";
+pub const PASSWORD: &str = "renewed-under-auth-7c2e";
 
 pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(env: Arc<Env>) {
     let namespace = env.create_namespace("rotation").await;
@@ -96,18 +96,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
     })
     .await;
     let client = eventually("cert-manager issues cache-client-tls", WAIT, || async {
-        let secret = secrets.get("cache-client-tls").await.ok()?;
-        let data = secret.data?;
-        let text = |key: &str| String::from_utf8(data.get(key)?.0.clone()).ok();
-        let cert_pem = text("tls.crt")?;
-        let der = rustls_pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-            .next()?
-            .ok()?;
-        Some(Leaf {
-            serial: testkit::pki::serial_of(&der),
-            key_pem: text("tls.key")?,
-            cert_pem,
-        })
+        leaf_of(&secrets.get("cache-client-tls").await.ok()?)
     })
     .await;
     let usages = |secret: &str| {
@@ -172,42 +161,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         );
     }
 
-    // The client loop: a fresh TLS connection per operation, so every handshake of the
-    // rotation is tried, each operation a set then a get of the same key.
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let looping = {
-        let (stop, done, failed) = (stop.clone(), done.clone(), failed.clone());
-        let servers: Vec<Server> = servers.clone();
-        tokio::spawn(async move {
-            let mut n = 0u64;
-            let mut failures = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                let server = &servers[(n as usize) % servers.len()];
-                let key = format!("during-{n}");
-                let outcome = async {
-                    let mut connection = server.connect().await?;
-                    let stored = connection.set(&key, "x").await?;
-                    let read = connection.get(&key).await?;
-                    (stored == "STORED\r\n" && read.as_deref() == Some("x"))
-                        .then_some(())
-                        .ok_or(format!("{key}: stored {stored:?}, read {read:?}"))
-                }
-                .await;
-                match outcome {
-                    Ok(()) => done.fetch_add(1, Ordering::Relaxed),
-                    Err(error) => {
-                        failures.push(format!("{}: {error}", server.pod));
-                        failed.fetch_add(1, Ordering::Relaxed)
-                    }
-                };
-                n += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            failures
-        })
-    };
+    let looping = ClientLoop::start(servers.clone());
 
     let triggered = Instant::now();
     testkit::certificates::renew(&certificates, "cache")
@@ -231,8 +185,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
     }
     // A few more seconds of the loop with the new certificate everywhere.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.store(true, Ordering::Relaxed);
-    let failures = looping.await.expect("the client loop ends");
+    let (done, failures) = looping.stop().await;
 
     let mut missing = Vec::new();
     for i in 0..ITEMS {
@@ -254,11 +207,11 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
             .map(|(pod, took)| format!("by {pod} at {:.1} s", took.as_secs_f64()))
             .collect::<Vec<_>>()
             .join(", "),
-        done.load(Ordering::Relaxed),
-        failed.load(Ordering::Relaxed),
+        done,
+        failures.len(),
         ITEMS - missing.len(),
     );
-    assert!(done.load(Ordering::Relaxed) > 0, "the client loop did work");
+    assert!(done > 0, "the client loop did work");
     assert_eq!(failures, Vec::<String>::new(), "no client operation failed");
     assert_eq!(
         missing,
@@ -268,27 +221,104 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
     assert_eq!(after, before, "no memcached restarted");
 }
 
+/// A client working throughout a change: a fresh TLS connection per operation, so every
+/// handshake of the change is tried, each operation a set then a get of the same key, on
+/// the servers in turn, as they are reached now ([`ClientLoop::reach`]).
+pub struct ClientLoop {
+    servers: Arc<RwLock<Vec<Server>>>,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl ClientLoop {
+    pub fn start(servers: Vec<Server>) -> ClientLoop {
+        let servers = Arc::new(RwLock::new(servers));
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicU64::new(0));
+        let task = {
+            let (servers, stop, done) = (servers.clone(), stop.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut n = 0usize;
+                let mut failures = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let server = {
+                        let servers = servers.read().expect("the servers");
+                        servers[n % servers.len()].clone()
+                    };
+                    let key = format!("during-{n}");
+                    let outcome = async {
+                        let mut connection = server.connect().await?;
+                        let stored = connection.set(&key, "x").await?;
+                        let read = connection.get(&key).await?;
+                        (stored == "STORED\r\n" && read.as_deref() == Some("x"))
+                            .then_some(())
+                            .ok_or(format!("{key}: stored {stored:?}, read {read:?}"))
+                    }
+                    .await;
+                    match outcome {
+                        Ok(()) => {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(error) => failures.push(format!("{}: {error}", server.pod)),
+                    }
+                    n += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                failures
+            })
+        };
+        ClientLoop {
+            servers,
+            stop,
+            done,
+            task,
+        }
+    }
+
+    /// From the next operation on, reaches the servers as `servers` do.
+    pub fn reach(&self, servers: Vec<Server>) {
+        *self.servers.write().expect("the servers") = servers;
+    }
+
+    /// Stops the loop: the operations that succeeded, and each failure.
+    pub async fn stop(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let failures = self.task.await.expect("the client loop ends");
+        (self.done.load(Ordering::Relaxed), failures)
+    }
+}
+
 /// A self-signed issuer, a CA Certificate from it, and the CA issuer `cache-ca` of that CA, which
 /// the Memcached names (so a renewal keeps the CA and changes the leaf).
 async fn create_ca_issuer(env: &Env, namespace: &str) {
-    let issuers: Api<DynamicObject> = Api::namespaced_with(
+    create_cas(env, namespace, &["cache-ca"]).await;
+    create_issuer(env, namespace, "cache-ca", "cache-ca").await;
+}
+
+/// cert-manager's Issuers of `namespace`.
+pub fn issuers(env: &Env, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
         env.client.clone(),
         namespace,
         &ApiResource::from_gvk(&GroupVersionKind::gvk("cert-manager.io", "v1", "Issuer")),
-    );
+    )
+}
+
+async fn create(api: &Api<DynamicObject>, value: serde_json::Value) {
+    let object: DynamicObject = serde_json::from_value(value).expect("an object");
+    let name = object.metadata.name.clone().unwrap_or_default();
+    if let Err(error) = api.create(&PostParams::default(), &object).await {
+        panic!("cannot create {name}: {error}");
+    }
+}
+
+/// A self-signed issuer and, from it, a CA Certificate (ECDSA P-256) for each of `cas`, each
+/// issued into a Secret of its name.
+pub async fn create_cas(env: &Env, namespace: &str, cas: &[&str]) {
     let certificates = testkit::certificates::certificates(&env.client, namespace);
-    let create = |api: &Api<DynamicObject>, value: serde_json::Value| {
-        let api = api.clone();
-        async move {
-            let object: DynamicObject = serde_json::from_value(value).expect("an object");
-            let name = object.metadata.name.clone().unwrap_or_default();
-            if let Err(error) = api.create(&PostParams::default(), &object).await {
-                panic!("cannot create {name}: {error}");
-            }
-        }
-    };
     create(
-        &issuers,
+        &issuers(env, namespace),
         json!({
             "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
             "metadata": { "name": "self-signed" },
@@ -296,32 +326,53 @@ async fn create_ca_issuer(env: &Env, namespace: &str) {
         }),
     )
     .await;
+    for ca in cas {
+        create(
+            &certificates,
+            json!({
+                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": { "name": ca },
+                "spec": {
+                    "isCA": true, "commonName": ca, "secretName": ca,
+                    "privateKey": { "algorithm": "ECDSA", "size": 256 },
+                    "issuerRef": { "name": "self-signed", "kind": "Issuer" },
+                },
+            }),
+        )
+        .await;
+    }
+}
+
+/// The CA issuer `name`, signing with the CA in the Secret `ca`.
+pub async fn create_issuer(env: &Env, namespace: &str, name: &str, ca: &str) {
     create(
-        &certificates,
-        json!({
-            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-            "metadata": { "name": "cache-ca" },
-            "spec": {
-                "isCA": true, "commonName": "cache-ca", "secretName": "cache-ca",
-                "privateKey": { "algorithm": "ECDSA", "size": 256 },
-                "issuerRef": { "name": "self-signed", "kind": "Issuer" },
-            },
-        }),
-    )
-    .await;
-    create(
-        &issuers,
+        &issuers(env, namespace),
         json!({
             "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
-            "metadata": { "name": "cache-ca" },
-            "spec": { "ca": { "secretName": "cache-ca" } },
+            "metadata": { "name": name },
+            "spec": { "ca": { "secretName": ca } },
         }),
     )
     .await;
 }
 
+/// The certificate and key of a TLS Secret, as a client presents them.
+pub fn leaf_of(secret: &Secret) -> Option<Leaf> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| String::from_utf8(data.get(key)?.0.clone()).ok();
+    let cert_pem = text("tls.crt")?;
+    let der = rustls_pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .next()?
+        .ok()?;
+    Some(Leaf {
+        serial: testkit::pki::serial_of(&der),
+        key_pem: text("tls.key")?,
+        cert_pem,
+    })
+}
+
 /// The serial of the leaf certificate in a TLS Secret.
-fn leaf_serial(secret: &Secret) -> Option<String> {
+pub fn leaf_serial(secret: &Secret) -> Option<String> {
     let pem = secret.data.as_ref()?.get("tls.crt")?.0.clone();
     let der = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
         .next()?
@@ -331,8 +382,10 @@ fn leaf_serial(secret: &Secret) -> Option<String> {
 
 /// One server, as its clients reach it.
 #[derive(Clone)]
-struct Server {
-    pod: String,
+pub struct Server {
+    pub pod: String,
+    /// The name its certificate is checked for.
+    name: String,
     address: SocketAddr,
     tls: Tls,
     restarts: i32,
@@ -344,12 +397,20 @@ struct Server {
 pub type Identity = (String, i32, u64);
 
 impl Server {
-    fn identity(&self) -> Identity {
+    pub fn identity(&self) -> Identity {
         (self.pod.clone(), self.restarts, self.start_ticks)
     }
 
+    /// The same server, reached trusting `ca_pem` and presenting `client`.
+    pub fn presenting(&self, ca_pem: &str, client: &Leaf) -> Server {
+        Server {
+            tls: Tls::new(ca_pem, &self.name, Some(client)),
+            ..self.clone()
+        }
+    }
+
     /// A fresh TLS connection, authenticated.
-    async fn connect(&self) -> Result<Connection, String> {
+    pub async fn connect(&self) -> Result<Connection, String> {
         let mut connection = Connection::open(self.address, Some(&self.tls)).await?;
         let answer = connection.authenticate(USER, PASSWORD).await?;
         if answer != "STORED\r\n" {
@@ -360,7 +421,7 @@ impl Server {
 }
 
 /// The serial the server presents to a new connection.
-async fn presented(server: &Server) -> Result<String, String> {
+pub async fn presented(server: &Server) -> Result<String, String> {
     let connection = server.connect().await?;
     connection
         .serial
@@ -390,20 +451,19 @@ pub fn identity_of(pod: &Pod) -> Identity {
     (name, restarts, ticks)
 }
 
-async fn servers(env: &Env, namespace: &str, ca_pem: &str, client: &Leaf) -> Vec<Server> {
+/// The servers of the Memcached `cache`, trusting `ca_pem` and presenting `client`.
+pub async fn servers(env: &Env, namespace: &str, ca_pem: &str, client: &Leaf) -> Vec<Server> {
     pods(env, namespace)
         .await
         .iter()
         .map(|pod| {
-            let (name, restarts, start_ticks) = identity_of(pod);
+            let (pod_name, restarts, start_ticks) = identity_of(pod);
+            let name = format!("{pod_name}.cache.{namespace}.svc");
             Server {
-                tls: Tls::new(
-                    ca_pem,
-                    &format!("{name}.cache.{namespace}.svc"),
-                    Some(client),
-                ),
+                tls: Tls::new(ca_pem, &name, Some(client)),
+                name,
                 address: pod_address(pod, 11211),
-                pod: name,
+                pod: pod_name,
                 restarts,
                 start_ticks,
             }
@@ -411,6 +471,7 @@ async fn servers(env: &Env, namespace: &str, ca_pem: &str, client: &Leaf) -> Vec
         .collect()
 }
 
-async fn servers_now(env: &Env, namespace: &str) -> Vec<Identity> {
+/// What identifies each running memcached of the Memcached `cache` now.
+pub async fn servers_now(env: &Env, namespace: &str) -> Vec<Identity> {
     pods(env, namespace).await.iter().map(identity_of).collect()
 }

@@ -1,7 +1,10 @@
 //! Checks the settings that secure memcached's clients and stop its servers: the TLS and
-//! authentication Secrets are named (as Secret names), the NetworkPolicy lists its sources, the plaintext port beside TLS is a port
-//! other than the client port, the certificate refresher's image is an image, and the shutdown's grace period outlasts its preStop delay. The
-//! CRD's CEL rules (`api::cel`) say the same; the Secrets' contents are the kubelet's to read.
+//! authentication Secrets are named (as Secret names), client CAs come from a ConfigMap key
+//! only where client certificates are asked for, the NetworkPolicy lists its sources, the
+//! plaintext port beside TLS is a port other than the client port, the certificate
+//! refresher's image is an image, and the shutdown's grace period outlasts its preStop delay.
+//! The CRD's CEL rules (`api::cel`) say the same; the Secrets' and ConfigMaps' contents are
+//! the kubelet's to read.
 
 use std::sync::LazyLock;
 
@@ -22,6 +25,10 @@ const MAX_SECRET_NAME: usize = 253;
 static SECRET_NAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(crate::api::cel::DNS_SUBDOMAIN_PATTERN)
         .expect("the CRD's Secret name pattern compiles")
+});
+/// A ConfigMap key's grammar, the CRD's own pattern.
+static CONFIG_MAP_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(crate::api::cel::CONFIG_MAP_KEY_PATTERN).expect("the CRD's key pattern compiles")
 });
 /// The longest preStop delay, in seconds (the CRD's bound).
 const MAX_PRE_STOP_DELAY: i32 = 600;
@@ -62,14 +69,18 @@ pub(super) fn check(
                 ));
             }
         }
-        if service_ca && tls.client_auth.unwrap_or_default() != ClientAuth::None {
+        if service_ca
+            && tls.client_auth.unwrap_or_default() != ClientAuth::None
+            && tls.client_ca.is_none()
+        {
             violations.push(Violation::new(
                 "spec.tls.clientAuth",
-                "must be None with openShiftServiceCA: the service CA writes no ca.crt to verify \
-                 client certificates against",
+                "must be None with openShiftServiceCA unless spec.tls.clientCA names the CAs: \
+                 the service CA writes no ca.crt to verify client certificates against",
             ));
         }
         check_client_identity(tls, violations);
+        check_client_ca(tls, violations);
         let client_port = spec
             .service
             .as_ref()
@@ -188,6 +199,41 @@ fn check_client_identity(tls: &TlsSpec, violations: &mut Vec<Violation>) {
     }
 }
 
+/// The ConfigMap key client certificates are verified against: only where they are asked
+/// for, a ConfigMap's name and a key's.
+fn check_client_ca(tls: &TlsSpec, violations: &mut Vec<Violation>) {
+    let Some(source) = &tls.client_ca else {
+        return;
+    };
+    if tls.client_auth.unwrap_or_default() == ClientAuth::None {
+        violations.push(Violation::new(
+            "spec.tls.clientCA",
+            "is used only with clientAuth Request or Require: with None no client certificate \
+             is verified",
+        ));
+    }
+    let name = &source.config_map_name;
+    if name.len() > MAX_SECRET_NAME || !SECRET_NAME.is_match(name) {
+        violations.push(Violation::new(
+            "spec.tls.clientCA.configMapName",
+            format!(
+                "{name:?} is not a ConfigMap's name (a DNS subdomain of 1 to {MAX_SECRET_NAME} \
+                 characters)"
+            ),
+        ));
+    }
+    let key = source.key();
+    if key.len() > MAX_SECRET_NAME || !CONFIG_MAP_KEY.is_match(key) {
+        violations.push(Violation::new(
+            "spec.tls.clientCA.key",
+            format!(
+                "{key:?} is not a ConfigMap key (1 to {MAX_SECRET_NAME} letters, digits, '-', \
+                 '_' or '.')"
+            ),
+        ));
+    }
+}
+
 fn check_secret_name(
     field: &str,
     name: Option<&str>,
@@ -249,6 +295,56 @@ mod tests {
             ..MemcachedSpec::default()
         };
         assert_eq!(violations(&named), Vec::<String>::new());
+    }
+
+    #[test]
+    fn client_cas_come_from_a_named_key_where_client_certificates_are_verified() {
+        let spec = |client_auth, service_ca: bool, name: &str, key: Option<&str>| MemcachedSpec {
+            tls: Some(TlsSpec {
+                secret_name: Some("cache-tls".into()),
+                client_auth: Some(client_auth),
+                client_secret_name: Some("cache-client".into())
+                    .filter(|_| client_auth != ClientAuth::None),
+                openshift_service_ca: service_ca.then_some(true),
+                client_ca: Some(crate::api::v1beta1::ClientCaSource {
+                    config_map_name: name.into(),
+                    key: key.map(String::from),
+                }),
+                ..TlsSpec::default()
+            }),
+            ..MemcachedSpec::default()
+        };
+        let found = violations(&spec(ClientAuth::None, false, "trust", None));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("spec.tls.clientCA") && found[0].contains("only with clientAuth"),
+            "{found:?}"
+        );
+        let found = violations(&spec(ClientAuth::Require, false, "Trust!", Some("a/b")));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].contains("clientCA.configMapName") && found[0].contains("\"Trust!\""),
+            "{found:?}"
+        );
+        assert!(
+            found[1].contains("clientCA.key") && found[1].contains("\"a/b\""),
+            "{found:?}"
+        );
+        for fine in [
+            spec(ClientAuth::Require, false, "trust", None),
+            spec(ClientAuth::Request, false, "trust", Some("bundle.pem")),
+            // The service CA writes no ca.crt; a clientCA gives the servers one.
+            spec(ClientAuth::Require, true, "trust", None),
+        ] {
+            assert_eq!(violations(&fine), Vec::<String>::new(), "{fine:?}");
+        }
+        let mut without = spec(ClientAuth::Require, true, "trust", None);
+        without.tls.as_mut().expect("tls").client_ca = None;
+        let found = violations(&without);
+        assert!(
+            found[0].contains("spec.tls.clientAuth") && found[0].contains("clientCA"),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub const MAX_AUTH_ENTRIES: usize = crate::api::auth_file::MAX_ENTRIES;
 #[x_kube(validation = cel::required_client_identity())]
 #[x_kube(validation = cel::client_secret_only_with_client_auth())]
 #[x_kube(validation = cel::client_secret_is_not_the_servers())]
+#[x_kube(validation = cel::client_ca_only_with_client_auth())]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
     /// The Secret in the Memcached's namespace that holds the server's certificate chain
@@ -44,11 +45,20 @@ pub struct TlsSpec {
     #[schemars(range(min = 1, max = 65535))]
     pub plaintext_port: Option<i32>,
 
-    /// Whether TLS clients must present a certificate signed by the Secret's `ca.crt`
-    /// (memcached's `ssl_verify_mode`): `None` (not asked for), `Request` (asked for, and
-    /// verified when given) or `Require` (refused without one). Defaults to `None`.
+    /// Whether TLS clients must present a certificate signed by the Secret's `ca.crt` (or by
+    /// a CA of `clientCA`) (memcached's `ssl_verify_mode`): `None` (not asked for), `Request`
+    /// (asked for, and verified when given) or `Require` (refused without one). Defaults to
+    /// `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_auth: Option<ClientAuth>,
+
+    /// With `clientAuth` `Request` or `Require`: the CAs client certificates must be signed
+    /// by, from a ConfigMap key (such as a trust-manager Bundle's target) in place of the
+    /// TLS Secret's `ca.crt`. Trust then changes apart from issuance, which is what makes a
+    /// CA rotation safe: add the new CA here, then have the certificates issued by it, then
+    /// withdraw the old one. The ConfigMap must exist for the servers to start.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "clientCA")]
+    pub client_ca: Option<ClientCaSource>,
 
     /// With `clientAuth` `Request` or `Require`: the Secret holding the client certificate
     /// (`tls.crt`) and key (`tls.key`) the pod's sidecars (the certificate refresher and the
@@ -86,6 +96,27 @@ pub struct TlsSpec {
         rename = "openShiftServiceCA"
     )]
     pub openshift_service_ca: Option<bool>,
+}
+
+/// A ConfigMap key that holds PEM CA certificates.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCaSource {
+    /// The ConfigMap in the Memcached's namespace. Required.
+    #[schemars(length(min = 1, max = 253), regex(pattern = cel::DNS_SUBDOMAIN_PATTERN))]
+    pub config_map_name: String,
+
+    /// The key whose value is the PEM CA certificates. Defaults to `ca.crt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = cel::CONFIG_MAP_KEY_PATTERN))]
+    pub key: Option<String>,
+}
+
+impl ClientCaSource {
+    /// The key holding the CAs.
+    pub fn key(&self) -> &str {
+        self.key.as_deref().unwrap_or(TLS_CA_KEY)
+    }
 }
 
 /// The cert-manager issuer of the servers' certificate.
@@ -164,6 +195,10 @@ pub struct TlsStatus {
     /// The client-certificate setting in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_auth: Option<ClientAuth>,
+    /// The ConfigMap key client certificates are verified against, when not the Secret's
+    /// `ca.crt`.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "clientCA")]
+    pub client_ca: Option<ClientCaSource>,
     /// The plaintext port served beside TLS, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plaintext_port: Option<i32>,

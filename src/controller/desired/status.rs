@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
 use super::children::{port, selector_string};
-use crate::api::v1beta1::{AuthStatus, DEFAULT_REPLICAS, Memcached, MemcachedStatus, TlsStatus};
+use crate::api::v1beta1::{
+    AuthStatus, ClientAuth, DEFAULT_REPLICAS, Memcached, MemcachedStatus, TlsStatus,
+};
 use crate::controller::cache::compact::{CachedPod, CachedStatefulSet};
 
 /// Condition type: enough servers are ready to serve.
@@ -263,6 +265,10 @@ fn in_force(memcached: &Memcached) -> (Option<TlsStatus>, Option<AuthStatus>) {
     let tls = memcached.spec.tls.as_ref().map(|tls| TlsStatus {
         secret_name: tls.secret_name.clone(),
         client_auth: Some(tls.client_auth.unwrap_or_default()),
+        client_ca: tls
+            .client_ca
+            .clone()
+            .filter(|_| tls.client_auth.unwrap_or_default() != ClientAuth::None),
         plaintext_port: tls.plaintext_port,
     });
     let auth = memcached.spec.auth.as_ref().map(|auth| AuthStatus {

@@ -115,6 +115,21 @@ pub fn invalid_cases() -> Vec<(&'static str, Memcached, &'static str, bool)> {
             true,
         ),
         (
+            "client CAs where no client certificate is verified",
+            with(|s| {
+                s.tls = Some(crate::api::v1beta1::TlsSpec {
+                    secret_name: Some("cache-tls".into()),
+                    client_ca: Some(crate::api::v1beta1::ClientCaSource {
+                        config_map_name: "cache-trust".into(),
+                        key: None,
+                    }),
+                    ..Default::default()
+                });
+            }),
+            "spec.tls.clientCA",
+            true,
+        ),
+        (
             "a scrape interval that is no duration",
             with(|s| {
                 s.monitoring = Some(crate::api::v1beta1::MonitoringSpec {

@@ -5,20 +5,23 @@
 //! memcached mounts the server's TLS Secret and the auth Secret; the certificate refresher the
 //! server's certificate and `ca.crt` (a second volume of the same Secret, without its key),
 //! the sidecars' client certificate and the auth Secret; the stats relay the client
-//! certificate and the auth Secret. The kubelet keeps their files current, and memcached
-//! reads them at start, its certificate again on `refresh_certs` (which the certificate
+//! certificate and the auth Secret. Where `spec.tls.clientCA` names a ConfigMap key, that key
+//! is `ca.crt` in memcached's and the refresher's TLS directory (a projected volume of the
+//! Secret and the ConfigMap). The kubelet keeps their files current, and memcached reads them
+//! at start, its certificate and `ca.crt` again on `refresh_certs` (which the certificate
 //! refresher sends), its auth file again on SIGHUP (which the supervisor it runs under sends,
 //! `children::supervision`). The operator itself never reads them.
 
 use k8s_openapi::api::core::v1::{
-    Container, KeyToPath, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    ConfigMapProjection, Container, KeyToPath, ProjectedVolumeSource, SecretProjection,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount, VolumeProjection,
 };
 use kube::ResourceExt;
 
 use super::probes;
 use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{
-    AUTH_FILE_KEY, ClientAuth, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY,
+    AUTH_FILE_KEY, ClientAuth, ClientCaSource, Memcached, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY,
 };
 use crate::operator;
 use crate::sidecar::refresher;
@@ -185,14 +188,35 @@ pub fn volumes(memcached: &Memcached) -> SecretVolumes {
     if let Some(tls) = &spec.tls
         && let Some(secret) = &tls.secret_name
     {
-        out.volumes.push(secret_volume(TLS_VOLUME, secret, None));
-        out.memcached.push(mount(TLS_VOLUME, TLS_DIR));
-        let mut public = vec![TLS_CERT_KEY];
-        if tls.client_auth.unwrap_or_default().verify_mode() > 0 {
-            public.push(TLS_CA_KEY);
+        let verifies = tls.client_auth.unwrap_or_default().verify_mode() > 0;
+        match tls.client_ca.as_ref().filter(|_| verifies) {
+            // `ca.crt` from the ConfigMap, beside the Secret's certificate (and key): the
+            // same files at the same paths, so memcached and the refresher read them alike.
+            Some(source) => {
+                out.volumes.push(with_client_ca(
+                    TLS_VOLUME,
+                    secret,
+                    &[TLS_CERT_KEY, TLS_KEY_KEY],
+                    source,
+                ));
+                out.volumes.push(with_client_ca(
+                    TLS_PUBLIC_VOLUME,
+                    secret,
+                    &[TLS_CERT_KEY],
+                    source,
+                ));
+            }
+            None => {
+                out.volumes.push(secret_volume(TLS_VOLUME, secret, None));
+                let mut public = vec![TLS_CERT_KEY];
+                if verifies {
+                    public.push(TLS_CA_KEY);
+                }
+                out.volumes
+                    .push(secret_volume(TLS_PUBLIC_VOLUME, secret, Some(&public)));
+            }
         }
-        out.volumes
-            .push(secret_volume(TLS_PUBLIC_VOLUME, secret, Some(&public)));
+        out.memcached.push(mount(TLS_VOLUME, TLS_DIR));
         out.refresher.push(mount(TLS_PUBLIC_VOLUME, TLS_DIR));
     }
     if let Some(secret) = client_secret(memcached) {
@@ -213,6 +237,52 @@ pub fn volumes(memcached: &Memcached) -> SecretVolumes {
     out
 }
 
+/// A volume of the Secret `secret`'s `keys` and, as `ca.crt`, the client CAs of `source`'s
+/// ConfigMap key: one directory the kubelet updates as a whole, its files readable by their
+/// group only.
+fn with_client_ca(name: &str, secret: &str, keys: &[&str], source: &ClientCaSource) -> Volume {
+    Volume {
+        name: name.into(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: Some(SECRET_FILE_MODE),
+            sources: Some(vec![
+                VolumeProjection {
+                    secret: Some(SecretProjection {
+                        name: secret.into(),
+                        items: Some(key_paths(keys)),
+                        optional: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: source.config_map_name.clone(),
+                        items: Some(vec![KeyToPath {
+                            key: source.key().into(),
+                            path: TLS_CA_KEY.into(),
+                            mode: None,
+                        }]),
+                        optional: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+            ]),
+        }),
+        ..Volume::default()
+    }
+}
+
+/// Each key as a file of its own name.
+fn key_paths(keys: &[&str]) -> Vec<KeyToPath> {
+    keys.iter()
+        .map(|key| KeyToPath {
+            key: (*key).into(),
+            path: (*key).into(),
+            mode: None,
+        })
+        .collect()
+}
+
 /// A volume of the Secret `secret`, its files readable by their group only; with `keys`, only
 /// those keys.
 fn secret_volume(name: &str, secret: &str, keys: Option<&[&str]>) -> Volume {
@@ -221,15 +291,7 @@ fn secret_volume(name: &str, secret: &str, keys: Option<&[&str]>) -> Volume {
         secret: Some(SecretVolumeSource {
             secret_name: Some(secret.into()),
             default_mode: Some(SECRET_FILE_MODE),
-            items: keys.map(|keys| {
-                keys.iter()
-                    .map(|key| KeyToPath {
-                        key: (*key).into(),
-                        path: (*key).into(),
-                        mode: None,
-                    })
-                    .collect()
-            }),
+            items: keys.map(key_paths),
             ..SecretVolumeSource::default()
         }),
         ..Volume::default()

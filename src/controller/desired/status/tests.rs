@@ -253,3 +253,27 @@ fn zero_replicas_is_scaled_to_zero() {
     assert_eq!(get(&status, AVAILABLE).reason, "ScaledToZero");
     assert_eq!(get(&status, PROGRESSING).status, "False");
 }
+
+#[test]
+fn status_tls_names_the_client_cas_only_where_they_are_verified() {
+    use crate::api::v1beta1::{ClientAuth, ClientCaSource, TlsSpec};
+    let mut memcached = object(1);
+    memcached.spec.tls = Some(TlsSpec {
+        secret_name: Some("cache-tls".into()),
+        client_auth: Some(ClientAuth::Require),
+        client_ca: Some(ClientCaSource {
+            config_map_name: "cache-trust".into(),
+            key: None,
+        }),
+        ..TlsSpec::default()
+    });
+    let (tls, _) = super::in_force(&memcached);
+    let source = tls.and_then(|tls| tls.client_ca).expect("the client CAs");
+    assert_eq!(
+        (source.config_map_name.as_str(), source.key()),
+        ("cache-trust", "ca.crt")
+    );
+    memcached.spec.tls.as_mut().expect("tls").client_auth = Some(ClientAuth::None);
+    let (tls, _) = super::in_force(&memcached);
+    assert_eq!(tls.and_then(|tls| tls.client_ca), None);
+}

@@ -352,3 +352,86 @@ fn a_network_policy_admits_the_allowed_sources_to_memcached_s_ports_only() {
         [Some(IntOrString::Int(11211)), Some(IntOrString::Int(11212))]
     );
 }
+
+#[test]
+fn client_cas_from_a_config_map_are_ca_crt_beside_the_secret_s_files() {
+    use crate::api::v1beta1::ClientCaSource;
+    let mut object = secured();
+    object.spec.tls.as_mut().expect("tls").client_ca = Some(ClientCaSource {
+        config_map_name: "cache-trust".into(),
+        key: Some("trust-bundle.pem".into()),
+    });
+    // memcached reads the same path: the ConfigMap's key is its ca.crt.
+    assert!(
+        memcached_args(&object)
+            .iter()
+            .any(|arg| arg.contains("ssl_ca_cert=/etc/memcached/tls/ca.crt")),
+        "{:?}",
+        memcached_args(&object)
+    );
+    let sts = desired_statefulset(&object, Platform::Kubernetes);
+    let pod = sts.spec.and_then(|s| s.template.spec).expect("a pod spec");
+    let sources = |name: &str| -> Vec<(String, Vec<(String, String)>)> {
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("a volume {name}"));
+        let projected = volume.projected.clone().expect("a projected volume");
+        assert_eq!(projected.default_mode, Some(0o440), "{name}");
+        let items = |items: Option<Vec<k8s_openapi::api::core::v1::KeyToPath>>| {
+            items
+                .unwrap_or_default()
+                .into_iter()
+                .map(|item| (item.key, item.path))
+                .collect::<Vec<_>>()
+        };
+        projected
+            .sources
+            .unwrap_or_default()
+            .into_iter()
+            .map(|source| match (source.secret, source.config_map) {
+                (Some(secret), None) => (format!("Secret {}", secret.name), items(secret.items)),
+                (None, Some(map)) => (format!("ConfigMap {}", map.name), items(map.items)),
+                other => panic!("{name}: one Secret or ConfigMap a source: {other:?}"),
+            })
+            .collect()
+    };
+    let pair = |key: &str, path: &str| (key.to_string(), path.to_string());
+    let trust = (
+        "ConfigMap cache-trust".to_string(),
+        vec![pair("trust-bundle.pem", "ca.crt")],
+    );
+    // memcached's: the certificate and key from the Secret, ca.crt from the ConfigMap.
+    assert_eq!(
+        sources("tls"),
+        [
+            (
+                "Secret secured-tls".to_string(),
+                vec![pair("tls.crt", "tls.crt"), pair("tls.key", "tls.key")]
+            ),
+            trust.clone()
+        ]
+    );
+    // The refresher's: the same without the key.
+    assert_eq!(
+        sources("tls-public"),
+        [
+            (
+                "Secret secured-tls".to_string(),
+                vec![pair("tls.crt", "tls.crt")]
+            ),
+            trust
+        ]
+    );
+    // Without client certificates nothing is verified, so the ConfigMap is not mounted.
+    object.spec.tls.as_mut().expect("tls").client_auth = None;
+    let sts = desired_statefulset(&object, Platform::Kubernetes);
+    let volumes = sts
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.volumes)
+        .unwrap_or_default();
+    assert!(volumes.iter().all(|v| v.projected.is_none()), "{volumes:?}");
+}

@@ -1,0 +1,275 @@
+//! A CA rotation through cert-manager refuses no client: the servers of a two-server Memcached
+//! require client certificates and credentials (`clientAuth: Require`, `spec.auth`) and
+//! verify client certificates against a ConfigMap of CAs (`spec.tls.clientCA`, a trust
+//! bundle), not against the `ca.crt` cert-manager writes. Their certificate and the sidecars'
+//! come from the CA issuer `cache-ca`, first signing with the CA `ca-one`. A client loop sets
+//! and reads items over fresh TLS connections throughout, presenting the sidecars' client
+//! certificate. The rotation takes the documented steps:
+//!
+//! 1. the new CA `ca-two` joins `ca-one` in the ConfigMap: every server then accepts a client
+//!    certificate of `ca-two`, which it refused before;
+//! 2. the issuer signs with `ca-two` and both Certificates are renewed, the sidecars' (and the
+//!    loop's) client certificate first, the order in which a server trusting only `ca.crt`
+//!    would refuse it: every server then presents a certificate of `ca-two`.
+//!
+//! No operation of the loop fails, every item set before is still there, and no memcached
+//! restarted (container restart counts and process start times).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::cluster::{Env, WAIT, eventually};
+use crate::rotation::{
+    ClientLoop, Identity, PASSWORD, Server, USER, create_cas, create_issuer, issuers, leaf_of,
+    leaf_serial, presented, servers, servers_now,
+};
+use crate::secured::create_auth_secret;
+
+/// Items set before the rotation, spread over both servers.
+const ITEMS: usize = 100;
+/// How long a change of a mounted file may take to reach every server: the kubelet's sync
+/// period (about a minute) before the files change in the pods, the refresher's interval,
+/// and margin.
+const FILE_LIMIT: Duration = Duration::from_secs(240);
+
+pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>) {
+    let namespace = env.create_namespace("ca-rotation").await;
+    create_cas(&env, &namespace, &["ca-one", "ca-two"]).await;
+    create_issuer(&env, &namespace, "cache-ca", "ca-one").await;
+    // An issuer of the new CA alone, for a probe that tells whether a server trusts it.
+    create_issuer(&env, &namespace, "ca-two", "ca-two").await;
+    let certificates = testkit::certificates::certificates(&env.client, &namespace);
+    certificates
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": { "name": "probe-two" },
+                "spec": {
+                    "commonName": "probe-two", "secretName": "probe-two",
+                    "usages": ["client auth"],
+                    "privateKey": { "algorithm": "ECDSA", "size": 256 },
+                    "issuerRef": { "name": "ca-two", "kind": "Issuer" },
+                },
+            }))
+            .expect("a Certificate"),
+        )
+        .await
+        .expect("the probe's Certificate is created");
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &namespace);
+    let ca_of = |name: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            eventually(
+                &format!("cert-manager issues the CA {name}"),
+                WAIT,
+                || async {
+                    let secret = secrets.get(name).await.ok()?;
+                    String::from_utf8(secret.data?.get("tls.crt")?.0.clone()).ok()
+                },
+            )
+            .await
+        }
+    };
+    let (one, two) = (ca_of("ca-one").await, ca_of("ca-two").await);
+    let both = format!("{one}{two}");
+
+    let maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &namespace);
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": { "name": "cache-trust" },
+            "data": { "ca.crt": one },
+        }))
+        .expect("a ConfigMap"),
+    )
+    .await
+    .expect("the trust bundle is created");
+    create_auth_secret(&env, &namespace, "cache-auth", USER, PASSWORD).await;
+    let spec = json!({
+        "replicas": 2,
+        "memcached": { "memoryLimitMB": 16 },
+        "resources": { "limits": { "memory": "64Mi" } },
+        "tls": {
+            "secretName": "cache-tls",
+            "issuerRef": { "name": "cache-ca" },
+            "clientAuth": "Require",
+            "clientCA": { "configMapName": "cache-trust" },
+        },
+        "auth": { "secretName": "cache-auth" },
+    });
+    let memcacheds = env.create_memcached(&namespace, "cache", spec).await;
+    eventually("both servers ready", WAIT, || async {
+        let object = memcacheds.get("cache").await.ok()?;
+        (object.data["status"]["readyReplicas"] == json!(2)).then_some(())
+    })
+    .await;
+    let status = memcacheds.get("cache").await.expect("the Memcached");
+    assert_eq!(
+        status.data["status"]["tls"]["clientCA"],
+        json!({ "configMapName": "cache-trust" }),
+        "the status names the client CAs in force"
+    );
+    let issued = |name: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            eventually(&format!("cert-manager issues {name}"), WAIT, || async {
+                leaf_of(&secrets.get(name).await.ok()?)
+            })
+            .await
+        }
+    };
+    let client = issued("cache-client-tls").await;
+    let probe = issued("probe-two").await;
+    let first = leaf_serial(&secrets.get("cache-tls").await.expect("cache-tls"))
+        .expect("a leaf in cache-tls");
+
+    // The clients verify the servers against both CAs, as the bundle will hold them.
+    let servers = servers(&env, &namespace, &both, &client).await;
+    let before: Vec<Identity> = servers.iter().map(Server::identity).collect();
+    let probes: Vec<Server> = servers
+        .iter()
+        .map(|s| s.presenting(&both, &probe))
+        .collect();
+    for (server, probe) in servers.iter().zip(&probes) {
+        assert_eq!(presented(server).await.as_deref(), Ok(first.as_str()));
+        assert!(
+            probe.connect().await.is_err(),
+            "{} refuses a client certificate of ca-two before the bundle holds it",
+            server.pod
+        );
+    }
+    for i in 0..ITEMS {
+        let server = &servers[i % servers.len()];
+        let mut connection = server.connect().await.expect("a TLS connection");
+        assert_eq!(
+            connection
+                .set(&format!("before-{i}"), &format!("value-{i}"))
+                .await
+                .as_deref(),
+            Ok("STORED\r\n")
+        );
+    }
+    let looping = ClientLoop::start(servers.clone());
+
+    // 1. The new CA joins the bundle.
+    let started = Instant::now();
+    maps.patch(
+        "cache-trust",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "ca.crt": both } })),
+    )
+    .await
+    .expect("the bundle holds both CAs");
+    let mut trusted = Vec::new();
+    for (server, probe) in servers.iter().zip(&probes) {
+        let took = eventually(
+            &format!("{} accepts a client certificate of ca-two", server.pod),
+            FILE_LIMIT,
+            || async { probe.connect().await.ok().map(|_| started.elapsed()) },
+        )
+        .await;
+        trusted.push(format!("{} at {:.1} s", server.pod, took.as_secs_f64()));
+    }
+
+    // 2. The issuer signs with the new CA; the client certificate is renewed first.
+    let switched = Instant::now();
+    issuers(&env, &namespace)
+        .patch(
+            "cache-ca",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "ca": { "secretName": "ca-two" } } })),
+        )
+        .await
+        .expect("the issuer signs with ca-two");
+    let of_two = |name: &'static str| {
+        let (secrets, two) = (secrets.clone(), two.clone());
+        async move {
+            eventually(&format!("{name} is signed by ca-two"), WAIT, || async {
+                let secret = secrets.get(name).await.ok()?;
+                let ca = String::from_utf8(secret.data.as_ref()?.get("ca.crt")?.0.clone()).ok()?;
+                (ca.trim() == two.trim())
+                    .then(|| leaf_of(&secret))
+                    .flatten()
+            })
+            .await
+        }
+    };
+    // cert-manager may still be judging the issuer: ask until the renewal is signed by ca-two.
+    eventually("the issuer cache-ca is ready with ca-two", WAIT, || async {
+        let issuer = issuers(&env, &namespace).get("cache-ca").await.ok()?;
+        let ready = issuer.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let generation = issuer.metadata.generation;
+        let observed = issuer.data["status"]["conditions"][0]["observedGeneration"].as_i64();
+        (ready && observed == generation).then_some(())
+    })
+    .await;
+    testkit::certificates::renew(&certificates, "cache-client")
+        .await
+        .expect("cert-manager is asked to renew cache-client");
+    let renewed_client = of_two("cache-client-tls").await;
+    looping.reach(
+        servers
+            .iter()
+            .map(|s| s.presenting(&both, &renewed_client))
+            .collect(),
+    );
+    testkit::certificates::renew(&certificates, "cache")
+        .await
+        .expect("cert-manager is asked to renew cache");
+    let renewed = of_two("cache-tls").await.serial;
+    let mut served = Vec::new();
+    for server in &servers {
+        let took = eventually(
+            &format!("{} presents serial {renewed} of ca-two", server.pod),
+            FILE_LIMIT,
+            || async { (presented(server).await.ok()? == renewed).then(|| switched.elapsed()) },
+        )
+        .await;
+        served.push(format!("{} at {:.1} s", server.pod, took.as_secs_f64()));
+    }
+    // A few more seconds of the loop with certificates of the new CA on both sides.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (done, failures) = looping.stop().await;
+
+    let reader = servers[0].presenting(&both, &renewed_client);
+    let mut missing = Vec::new();
+    for i in 0..ITEMS {
+        let server = servers[i % servers.len()].presenting(&both, &renewed_client);
+        let mut connection = server.connect().await.expect("a TLS connection");
+        let value = connection.get(&format!("before-{i}")).await;
+        if value != Ok(Some(format!("value-{i}"))) {
+            missing.push(format!("before-{i} on {}: {value:?}", server.pod));
+        }
+    }
+    let after = servers_now(&env, &namespace).await;
+    eprintln!(
+        "CA rotation: ca-two trusted by {}; certificates of ca-two served by {} after the \
+         issuer changed; client loop {done} operations, {} failed; {} of {ITEMS} items set \
+         before are there after; restart counts and memcached start times before {before:?}, \
+         after {after:?}",
+        trusted.join(", "),
+        served.join(", "),
+        failures.len(),
+        ITEMS - missing.len(),
+    );
+    assert!(
+        reader.connect().await.is_ok(),
+        "a client certificate of ca-two is served"
+    );
+    assert!(done > 0, "the client loop did work");
+    assert_eq!(failures, Vec::<String>::new(), "no client operation failed");
+    assert_eq!(
+        missing,
+        Vec::<String>::new(),
+        "every item set before is still there"
+    );
+    assert_eq!(after, before, "no memcached restarted");
+}
