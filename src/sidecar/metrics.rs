@@ -1,8 +1,8 @@
 //! What the certificate refresher, the stats relay and the supervisor tell Prometheus, at
 //! `/metrics` on their own port (`health`): which certificate the server presents, whether it
 //! presents the one and reads the CA file the kubelet mounted, when that certificate expires,
-//! how many
-//! `refresh_certs` were sent and how many failed; how many relayed connections failed; whether
+//! how many `refresh_certs` were sent and how many failed, how many client CAs withdrawn from
+//! that file the server may still trust; how many relayed connections failed; whether
 //! the mounted auth file is one memcached would refuse, and how many rereads were sent and
 //! refused. The Memcached's ServiceMonitor scrapes these ports beside the exporter's, and its
 //! PrometheusRule alerts on them: the failures these processes otherwise only log.
@@ -22,6 +22,8 @@ pub const REFRESH_PENDING: &str = "memcached_certificate_refresh_pending";
 pub const EXPIRY: &str = "memcached_certificate_expiry_timestamp_seconds";
 /// See [`REFRESHES`].
 pub const SERVED: &str = "memcached_certificate_served";
+/// See [`REFRESHES`].
+pub const WITHDRAWN_CAS: &str = "memcached_client_cas_withdrawn_trusted";
 /// See [`REFRESHES`].
 pub const RELAYED: &str = "memcached_stats_relay_connections";
 /// See [`REFRESHES`].
@@ -71,6 +73,9 @@ pub struct RefresherMetrics {
     pub expiry: Gauge,
     /// 1, labelled with the serial of the certificate the server was last seen presenting.
     pub served: Family<Serial, Gauge>,
+    /// How many client CAs the server may still trust that `ca.crt` no longer holds
+    /// (`sidecar::trust`): 0 until one is withdrawn, and again once the server restarts.
+    pub withdrawn_cas: Gauge,
 }
 
 impl RefresherMetrics {
@@ -109,6 +114,12 @@ impl RefresherMetrics {
             SERVED,
             "1, labelled with the serial of the certificate the server presents",
             metrics.served.clone(),
+        );
+        registry.register(
+            WITHDRAWN_CAS,
+            "Client CAs the server may still trust that the mounted ca.crt no longer holds: \
+             memcached drops them only when it starts again",
+            metrics.withdrawn_cas.clone(),
         );
         both_outcomes(&metrics.refreshes);
         (metrics, registry)

@@ -6,7 +6,8 @@
 //! inside memcached's own container, passes signals on and has it reread a changed auth file,
 //! with the installer (`install-supervisor`) that copies the binary there. The refresher and
 //! the relay answer the kubelet's probes from their loops' heartbeats (`health`), and serve
-//! their own metrics beside them (`metrics`). None has
+//! their own metrics beside them (`metrics`); the refresher also counts the client CAs a
+//! server may still trust after they left `ca.crt` (`trust`). None has
 //! Kubernetes credentials; all read only the files mounted into their own container. A sidecar
 //! that stops on an error says why in its termination message (`termination`).
 
@@ -19,3 +20,4 @@ pub mod relay;
 pub mod session;
 pub mod supervisor;
 pub mod termination;
+pub mod trust;

@@ -16,10 +16,12 @@
 //! certificate it is sent `refresh_certs` once, and `ca.crt` is compared from then on. A
 //! client certificate it cannot present (unreadable, not a pair, or not for clients) stops it
 //! with the reason, which its termination message carries to the Memcached's status. What it
-//! sees (the serial served, a refresh pending, refreshes sent and failed, the file's expiry)
-//! it serves as metrics beside its probes (`metrics`). It reads only files mounted into the
+//! sees (the serial served, a refresh pending, refreshes sent and failed, the file's expiry,
+//! client CAs withdrawn from `ca.crt` that the server may still trust: `trust`) it serves as
+//! metrics beside its probes (`metrics`). It reads only files mounted into the
 //! pod and talks only to its own pod's server: it needs no Kubernetes API access.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::Duration;
@@ -35,7 +37,8 @@ use crate::tls::certs::{CertError, parse_chain};
 
 use super::health::{self, Heartbeat};
 use super::metrics::{FAILED, RefresherMetrics, SUCCEEDED};
-use super::session::{self, Files, SessionError, presented_certificate, refresh};
+use super::session::{self, Files, SessionError, presented_certificate, refresh, server_started};
+use super::trust::{Fingerprint, Loaded, fingerprints};
 
 /// The container name of the sidecar in memcached pods.
 pub const CONTAINER_NAME: &str = "cert-refresher";
@@ -133,6 +136,8 @@ async fn rounds(
     // The `ca.crt` the server is known to have read: as it was when the server was last
     // refreshed; None until then.
     let mut ca_loaded: Option<CaDigest> = None;
+    // The CAs of every `ca.crt` the server was had read since it started.
+    let mut loaded = Loaded::default();
     loop {
         tokio::select! {
             () = &mut shutdown => return Ok(()),
@@ -153,7 +158,7 @@ async fn rounds(
             .client_identity()
             .await
             .map_err(RefreshError::ClientCertificate)?;
-        let ca_now = ca_digest(&args.cert_dir).await;
+        let (ca_now, cas_now) = ca_file(&args.cert_dir).await;
         if served.as_deref() == Some(on_disk.as_str()) {
             if ca_loaded != Some(ca_now) {
                 if ca_loaded.is_some() {
@@ -168,6 +173,7 @@ async fn rounds(
                             info!("the server has read the changed ca.crt");
                         }
                         ca_loaded = Some(ca_now);
+                        loaded.read(&cas_now, server_started(files).await.ok());
                     }
                     Err(error) => {
                         metrics.refreshes.get_or_create(&FAILED).inc();
@@ -181,6 +187,7 @@ async fn rounds(
                     // A refresh has the server read this ca.crt too.
                     if refreshed {
                         ca_loaded = Some(ca_now);
+                        loaded.read(&cas_now, server_started(files).await.ok());
                     }
                     metrics.serving(&now);
                     served = Some(now);
@@ -197,16 +204,40 @@ async fn rounds(
         }
         let current = served.as_deref() == Some(on_disk.as_str()) && ca_loaded == Some(ca_now);
         metrics.pending.set(i64::from(!current));
+        // Only while a withdrawn CA may still be trusted: did the server start again since?
+        // Then it read the file anew (and is sent refresh_certs once more, which records it).
+        if loaded.withdrawn(&cas_now) > 0
+            && let Ok(started) = server_started(files).await
+            && loaded.restarted(Some(started))
+        {
+            info!("the server started again: it trusts the CAs of ca.crt alone");
+            loaded = Loaded::default();
+            ca_loaded = None;
+        }
+        let withdrawn = loaded.withdrawn(&cas_now);
+        if i64::try_from(withdrawn).unwrap_or(i64::MAX) != metrics.withdrawn_cas.get() {
+            if withdrawn > 0 {
+                warn!(
+                    withdrawn,
+                    "CAs withdrawn from ca.crt are still trusted by the server: memcached drops \
+                     them only when it starts again (a warm restart in place keeps the items)"
+                );
+            }
+            metrics
+                .withdrawn_cas
+                .set(i64::try_from(withdrawn).unwrap_or(i64::MAX));
+        }
     }
 }
 
-/// A digest of `ca.crt` (all zeros when it is absent or unreadable).
+/// A digest of `ca.crt`.
 type CaDigest = [u8; 32];
 
-async fn ca_digest(cert_dir: &Path) -> CaDigest {
+/// A digest of `ca.crt` (all zeros when it is absent or unreadable), and its CAs.
+async fn ca_file(cert_dir: &Path) -> (CaDigest, BTreeSet<Fingerprint>) {
     match tokio::fs::read(cert_dir.join(TLS_CA_KEY)).await {
-        Ok(content) => Sha256::digest(&content).into(),
-        Err(_) => [0; 32],
+        Ok(content) => (Sha256::digest(&content).into(), fingerprints(&content)),
+        Err(_) => ([0; 32], BTreeSet::new()),
     }
 }
 
@@ -259,14 +290,14 @@ mod tests {
     #[tokio::test]
     async fn the_ca_files_digest_changes_with_its_content_and_tells_an_absent_one() {
         let dir = tempfile::tempdir().expect("a directory");
-        let absent = ca_digest(dir.path()).await;
+        let absent = ca_file(dir.path()).await.0;
         assert_eq!(absent, [0; 32]);
         std::fs::write(dir.path().join("ca.crt"), "old CA").expect("written");
-        let old = ca_digest(dir.path()).await;
+        let old = ca_file(dir.path()).await.0;
         assert_ne!(old, absent);
-        assert_eq!(ca_digest(dir.path()).await, old);
+        assert_eq!(ca_file(dir.path()).await.0, old);
         std::fs::write(dir.path().join("ca.crt"), "old CA and new CA").expect("written");
-        assert_ne!(ca_digest(dir.path()).await, old);
+        assert_ne!(ca_file(dir.path()).await.0, old);
     }
 
     #[tokio::test]

@@ -1,5 +1,5 @@
-//! One exchange with the pod's own memcached over TLS: the certificate it presents, and
-//! `refresh_certs`. Each exchange is a fresh connection, offering the sidecars' own client
+//! One exchange with the pod's own memcached over TLS: the certificate it presents,
+//! `refresh_certs`, and when it started. Each exchange is a fresh connection, offering the sidecars' own client
 //! certificate, read anew from its files, when the pod has one: never the server's.
 
 use std::path::{Path, PathBuf};
@@ -218,6 +218,44 @@ pub async fn refresh(files: &Files) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// When the server's memcached process started, in its own clock's Unix seconds: its `stats`
+/// `time` less its `uptime` (after the credentials, when there are some). It changes only
+/// when memcached starts again.
+pub async fn server_started(files: &Files) -> Result<i64, SessionError> {
+    let (mut stream, _) = connect(files).await?;
+    if let Some(credentials) = files.credentials().await? {
+        authenticate(&mut stream, files.port, &credentials).await?;
+    }
+    let mut line = exchange(&mut stream, files.port, "stats", b"stats\r\n").await?;
+    let (mut time, mut uptime) = (None, None);
+    // `STAT name value` lines, then `END`; the line cap guards against an endless answer.
+    for _ in 0..1024 {
+        if line == "END" {
+            break;
+        }
+        let mut words = line.split(' ');
+        match (words.next(), words.next(), words.next()) {
+            (Some("STAT"), Some("time"), Some(value)) => time = value.parse::<i64>().ok(),
+            (Some("STAT"), Some("uptime"), Some(value)) => uptime = value.parse::<i64>().ok(),
+            (Some("STAT"), _, _) => {}
+            _ => {
+                return Err(SessionError::Refused {
+                    command: "stats",
+                    reply: line,
+                });
+            }
+        }
+        line = read_line(&mut stream, files.port, "stats").await?;
+    }
+    match (time, uptime) {
+        (Some(time), Some(uptime)) => Ok(time - uptime),
+        _ => Err(SessionError::Refused {
+            command: "stats",
+            reply: "no time and uptime".into(),
+        }),
+    }
+}
+
 /// Authenticates a fresh connection as memcached's ASCII protocol does: a `set` whose data is
 /// `user password`, answered with `STORED`.
 pub async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
@@ -248,11 +286,23 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     command: &'static str,
     request: &[u8],
 ) -> Result<String, SessionError> {
-    let failed = |message: String| SessionError::Connection { port, message };
     stream
         .write_all(request)
         .await
-        .map_err(|error| failed(format!("cannot send {command}: {error}")))?;
+        .map_err(|error| SessionError::Connection {
+            port,
+            message: format!("cannot send {command}: {error}"),
+        })?;
+    read_line(stream, port, command).await
+}
+
+/// Reads one line of the answer to `command`.
+async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut BufReader<S>,
+    port: u16,
+    command: &'static str,
+) -> Result<String, SessionError> {
+    let failed = |message: String| SessionError::Connection { port, message };
     let mut reply = String::new();
     tokio::time::timeout(TIMEOUT, stream.read_line(&mut reply))
         .await

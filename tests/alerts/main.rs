@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use memcached_operator::api::v1beta1::{
-    AuthSpec, IssuerRef, Memcached, MemcachedSpec, MonitoringSpec, TlsSpec,
+    AuthSpec, ClientAuth, IssuerRef, Memcached, MemcachedSpec, MonitoringSpec, TlsSpec,
 };
 use memcached_operator::controller::desired::children::prometheus_rule::alerting_rules;
 use memcached_packager::dashboard;
@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use testkit::repository;
 
 /// The Memcacheds the unit tests are written for, each with its tests: "cache" in "shop", 3
-/// replicas, monitored, with authentication, its certificate from a cert-manager Issuer
+/// replicas, monitored, with authentication and client certificates required, its
+/// certificate from a cert-manager Issuer
 /// (`memcached.test.yaml`); and "sessions" in "shop", the same with its certificate from a
 /// Secret of the user's (`secret-tls.test.yaml`).
 fn memcacheds() -> [(Memcached, &'static str); 2] {
@@ -28,6 +29,7 @@ fn memcacheds() -> [(Memcached, &'static str); 2] {
             name: "cache-ca".into(),
             ..IssuerRef::default()
         }),
+        client_auth: Some(ClientAuth::Require),
         ..TlsSpec::default()
     };
     let memcached = |name: &str, issuer: bool| {

@@ -14,15 +14,23 @@
 //!
 //! No operation of the loop fails, every item set before is still there, and no memcached
 //! restarted (container restart counts and process start times).
+//!
+//! 3. `ca-one` is withdrawn from the ConfigMap: each server still accepts a client
+//!    certificate of `ca-one` (memcached adds CAs on `refresh_certs` and removes none), and
+//!    its refresher's `memcached_client_cas_withdrawn_trusted` says 1, until a warm restart
+//!    in place, one server at a time, after which it refuses it, still holds its items, and
+//!    the metric is back to 0.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use testkit::containers::{main_pid, memcached_pid};
 
-use crate::cluster::{Env, WAIT, eventually};
+use crate::cluster::{Env, WAIT, eventually, host, memcached_status, pod_address};
+use crate::metrics::{scrape, value};
 use crate::rotation::{
     ClientLoop, Identity, PASSWORD, Server, USER, create_cas, create_issuer, issuers, leaf_of,
     leaf_serial, presented, servers, servers_now,
@@ -92,8 +100,8 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
     create_auth_secret(&env, &namespace, "cache-auth", USER, PASSWORD).await;
     let spec = json!({
         "replicas": 2,
-        "memcached": { "memoryLimitMB": 16 },
-        "resources": { "limits": { "memory": "64Mi" } },
+        "memcached": { "memoryLimitMB": 64, "warmRestart": true },
+        "resources": { "limits": { "memory": "128Mi" } },
         "tls": {
             "secretName": "cache-tls",
             "issuerRef": { "name": "cache-ca" },
@@ -272,4 +280,124 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
         "every item set before is still there"
     );
     assert_eq!(after, before, "no memcached restarted");
+
+    // 3. The old CA is withdrawn. memcached's refresh_certs adds CAs and removes none, so each
+    // server still accepts a client certificate of ca-one until it restarts; a warm restart
+    // in place (SIGUSR1 to the container's first process, the supervisor, as `kubectl exec
+    // NAME -c memcached -- kill -USR1 1` sends it), one server at a time, drops it and keeps
+    // the items.
+    maps.patch(
+        "cache-trust",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "ca.crt": two } })),
+    )
+    .await
+    .expect("the bundle holds ca-two alone");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
+    for server in &servers {
+        let pod = pods.get(&server.pod).await.expect("the pod");
+        assert_eq!(
+            withdrawn_trusted(&pod).await,
+            Ok(0.0),
+            "{}: no CA withdrawn before the bundle drops one",
+            server.pod
+        );
+    }
+    let old_clients: Vec<Server> = servers
+        .iter()
+        .map(|s| s.presenting(&both, &client))
+        .collect();
+    let mut restarts = Vec::new();
+    for (i, old_client) in old_clients.iter().enumerate() {
+        let name = &old_client.pod;
+        let pod = pods.get(name).await.expect("the pod");
+        let file = format!(
+            "/proc/{}/root/etc/memcached/tls/ca.crt",
+            memcached_pid(&pod).expect("memcached's process")
+        );
+        eventually(
+            &format!("the kubelet brings the bundle without ca-one into {name}"),
+            FILE_LIMIT,
+            || async { (std::fs::read_to_string(&file).ok()?.trim() == two.trim()).then_some(()) },
+        )
+        .await;
+        eventually(
+            &format!("{name}'s refresher counts ca-one withdrawn but still trusted"),
+            WAIT,
+            || async { (withdrawn_trusted(&pod).await == Ok(1.0)).then_some(()) },
+        )
+        .await;
+        assert!(
+            old_client.connect().await.is_ok(),
+            "{name} still accepts a client certificate of ca-one before it restarts"
+        );
+        let restarted = Instant::now();
+        let supervisor = main_pid(&pod, "memcached").expect("the memcached container's process");
+        host("kill", &["-USR1", &supervisor.to_string()]);
+        eventually(
+            &format!("{name}'s memcached restarted in place and ready"),
+            WAIT,
+            || async {
+                let now = pods.get(name).await.ok()?;
+                let memcached = memcached_status(&now)?;
+                (now.metadata.uid == pod.metadata.uid
+                    && memcached.restart_count == before[i].1 + 1
+                    && memcached.ready)
+                    .then_some(())
+            },
+        )
+        .await;
+        let took = restarted.elapsed();
+        let refused = old_client.connect().await.is_err();
+        let now = pods.get(name).await.expect("the pod");
+        eventually(
+            &format!("{name}'s refresher counts no withdrawn CA once memcached restarted"),
+            WAIT,
+            || async { (withdrawn_trusted(&now).await == Ok(0.0)).then_some(()) },
+        )
+        .await;
+        let reader = servers[i].presenting(&both, &renewed_client);
+        let mut kept = 0;
+        for item in (i..ITEMS).step_by(servers.len()) {
+            if let Ok(mut connection) = reader.connect().await
+                && connection.get(&format!("before-{item}")).await
+                    == Ok(Some(format!("value-{item}")))
+            {
+                kept += 1;
+            }
+        }
+        restarts.push((name.clone(), took, refused, kept));
+    }
+    eprintln!(
+        "CA withdrawn: warm restarts in place (pod, ready again after, ca-one refused after, \
+         items kept of {}): {restarts:?}",
+        ITEMS / servers.len()
+    );
+    for (name, _, refused, kept) in &restarts {
+        assert!(
+            *refused,
+            "{name} refuses a client certificate of ca-one once restarted"
+        );
+        assert_eq!(
+            *kept,
+            ITEMS / servers.len(),
+            "{name} kept its items through the warm restart"
+        );
+    }
+}
+
+/// How many client CAs withdrawn from `ca.crt` the server of `pod` may still trust, as its
+/// certificate refresher's metrics say.
+async fn withdrawn_trusted(pod: &Pod) -> Result<f64, String> {
+    let port = pod
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.init_containers.as_ref())
+        .and_then(|init| init.iter().find(|c| c.name == "cert-refresher"))
+        .and_then(|refresher| refresher.ports.as_ref()?.first().map(|p| p.container_port))
+        .ok_or("no cert-refresher port in the pod")?;
+    let port = u16::try_from(port).map_err(|_| format!("{port} is no port"))?;
+    let text = scrape(pod_address(pod, port)).await?;
+    value(&text, "memcached_client_cas_withdrawn_trusted")
+        .ok_or_else(|| "no memcached_client_cas_withdrawn_trusted".into())
 }

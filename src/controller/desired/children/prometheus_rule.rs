@@ -17,7 +17,7 @@ use super::{CONTAINER_NAME, metadata_with_labels};
 use crate::api::v1beta1::Memcached;
 use crate::controller::cache::child::Child;
 use crate::controller::cache::compact::CachedPrometheusRule;
-use crate::sidecar::metrics::{AUTH_REFUSED, EXPIRY, REFRESH_PENDING};
+use crate::sidecar::metrics::{AUTH_REFUSED, EXPIRY, REFRESH_PENDING, WITHDRAWN_CAS};
 use crate::sidecar::{refresher, relay};
 
 impl Child for PrometheusRule {
@@ -208,6 +208,23 @@ pub fn alerting_rules(memcached: &Memcached) -> Vec<RuleGroup> {
                 refresher::CONTAINER_NAME
             ),
         ));
+        if tls.client_auth.unwrap_or_default().verify_mode() > 0 {
+            rules.push(rule(
+                "MemcachedWithdrawnClientCATrusted",
+                format!("{WITHDRAWN_CAS}{{{servers}}} > 0"),
+                Some("15m"),
+                "warning",
+                "A memcached server still trusts a client CA its ca.crt no longer holds",
+                format!(
+                    "{object}: for 15 minutes the server of pod {{{{ $labels.pod }}}} has still \
+                     trusted {{{{ $value }}}} client CA(s) withdrawn from its ca.crt: memcached \
+                     drops a CA only when it starts again. Restart each server in place, one at \
+                     a time once the one before is Ready (kubectl exec {{{{ $labels.pod }}}} -c \
+                     memcached -n {namespace} -- kill -USR1 1; with warmRestart its items are \
+                     kept)."
+                ),
+            ));
+        }
         // With an issuer, cert-manager's own metrics say more (below).
         if tls.issuer_ref.is_none() {
             rules.push(rule(
@@ -379,6 +396,31 @@ mod tests {
                 "MemcachedCertificateNotReady"
             ]
         );
+    }
+
+    #[test]
+    fn servers_that_verify_client_certificates_get_the_withdrawn_ca_alert() {
+        let mut object = monitored(3, true);
+        if let Some(tls) = object.spec.tls.as_mut() {
+            tls.client_auth = Some(crate::api::v1beta1::ClientAuth::Require);
+        }
+        let names = alerts(&object);
+        let at = names
+            .iter()
+            .position(|name| name == "MemcachedCertificateNotRefreshed")
+            .expect("the refresher's alert");
+        assert_eq!(names[at + 1], "MemcachedWithdrawnClientCATrusted");
+        let rule = alerting_rules(&object)
+            .into_iter()
+            .flat_map(|group| group.rules)
+            .find(|rule| rule.alert == "MemcachedWithdrawnClientCATrusted")
+            .expect("the rule");
+        assert_eq!(
+            rule.expr,
+            "memcached_client_cas_withdrawn_trusted{namespace=\"shop\",service=\"cache\"} > 0"
+        );
+        // Without client certificates no CA is trusted for clients.
+        assert!(!alerts(&monitored(3, true)).contains(&"MemcachedWithdrawnClientCATrusted".into()));
     }
 
     #[test]
