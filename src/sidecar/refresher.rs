@@ -37,7 +37,7 @@ use crate::tls::certs::{CertError, parse_chain};
 
 use super::health::{self, Heartbeat};
 use super::metrics::{FAILED, RefresherMetrics, SUCCEEDED};
-use super::session::{self, Files, SessionError, presented_certificate, refresh, server_started};
+use super::session::{self, Files, SessionError, presented_certificate, refresh, server_life};
 use super::trust::{Fingerprint, Loaded, fingerprints};
 
 /// The container name of the sidecar in memcached pods.
@@ -159,6 +159,7 @@ async fn rounds(
             .await
             .map_err(RefreshError::ClientCertificate)?;
         let (ca_now, cas_now) = ca_file(&args.cert_dir).await;
+        loaded.saw_file(&cas_now);
         if served.as_deref() == Some(on_disk.as_str()) {
             if ca_loaded != Some(ca_now) {
                 if ca_loaded.is_some() {
@@ -173,7 +174,7 @@ async fn rounds(
                             info!("the server has read the changed ca.crt");
                         }
                         ca_loaded = Some(ca_now);
-                        loaded.read(&cas_now, server_started(files).await.ok());
+                        loaded.read(&cas_now, server_life(files).await.ok());
                     }
                     Err(error) => {
                         metrics.refreshes.get_or_create(&FAILED).inc();
@@ -187,7 +188,7 @@ async fn rounds(
                     // A refresh has the server read this ca.crt too.
                     if refreshed {
                         ca_loaded = Some(ca_now);
-                        loaded.read(&cas_now, server_started(files).await.ok());
+                        loaded.read(&cas_now, server_life(files).await.ok());
                     }
                     metrics.serving(&now);
                     served = Some(now);
@@ -207,11 +208,10 @@ async fn rounds(
         // Only while a withdrawn CA may still be trusted: did the server start again since?
         // Then it read the file anew (and is sent refresh_certs once more, which records it).
         if loaded.withdrawn(&cas_now) > 0
-            && let Ok(started) = server_started(files).await
-            && loaded.restarted(Some(started))
+            && let Ok(life) = server_life(files).await
+            && loaded.seen(life)
         {
             info!("the server started again: it trusts the CAs of ca.crt alone");
-            loaded = Loaded::default();
             ca_loaded = None;
         }
         let withdrawn = loaded.withdrawn(&cas_now);

@@ -1,5 +1,5 @@
 //! One exchange with the pod's own memcached over TLS: the certificate it presents,
-//! `refresh_certs`, and when it started. Each exchange is a fresh connection, offering the sidecars' own client
+//! `refresh_certs`, and what tells its process from the next one (`stats`). Each exchange is a fresh connection, offering the sidecars' own client
 //! certificate, read anew from its files, when the pod has one: never the server's.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +21,8 @@ use tokio_rustls::TlsConnector;
 use crate::api::auth_file::{self, Credentials};
 use crate::api::v1beta1::{TLS_CERT_KEY, TLS_KEY_KEY};
 use crate::tls::certs::{CertError, CertPaths, load_pair};
+
+use super::trust::Life;
 
 /// How long one exchange may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -218,16 +220,16 @@ pub async fn refresh(files: &Files) -> Result<(), SessionError> {
     Ok(())
 }
 
-/// When the server's memcached process started, in its own clock's Unix seconds: its `stats`
-/// `time` less its `uptime` (after the credentials, when there are some). It changes only
-/// when memcached starts again.
-pub async fn server_started(files: &Files) -> Result<i64, SessionError> {
+/// What the server's `stats` say of its memcached process (after the credentials, when there
+/// are some): see [`Life`].
+pub async fn server_life(files: &Files) -> Result<Life, SessionError> {
     let (mut stream, _) = connect(files).await?;
     if let Some(credentials) = files.credentials().await? {
         authenticate(&mut stream, files.port, &credentials).await?;
     }
     let mut line = exchange(&mut stream, files.port, "stats", b"stats\r\n").await?;
-    let (mut time, mut uptime) = (None, None);
+    let (mut time, mut uptime, mut connections) = (None, None, None);
+    let (mut user, mut system) = (None, None);
     // `STAT name value` lines, then `END`; the line cap guards against an endless answer.
     for _ in 0..1024 {
         if line == "END" {
@@ -237,6 +239,11 @@ pub async fn server_started(files: &Files) -> Result<i64, SessionError> {
         match (words.next(), words.next(), words.next()) {
             (Some("STAT"), Some("time"), Some(value)) => time = value.parse::<i64>().ok(),
             (Some("STAT"), Some("uptime"), Some(value)) => uptime = value.parse::<i64>().ok(),
+            (Some("STAT"), Some("total_connections"), Some(value)) => {
+                connections = value.parse::<u64>().ok();
+            }
+            (Some("STAT"), Some("rusage_user"), Some(value)) => user = micros(value),
+            (Some("STAT"), Some("rusage_system"), Some(value)) => system = micros(value),
             (Some("STAT"), _, _) => {}
             _ => {
                 return Err(SessionError::Refused {
@@ -247,13 +254,32 @@ pub async fn server_started(files: &Files) -> Result<i64, SessionError> {
         }
         line = read_line(&mut stream, files.port, "stats").await?;
     }
-    match (time, uptime) {
-        (Some(time), Some(uptime)) => Ok(time - uptime),
+    match (time, uptime, connections, user, system) {
+        (Some(time), Some(uptime), Some(connections), Some(user), Some(system)) => Ok(Life {
+            started: time - uptime,
+            connections,
+            cpu_micros: user.saturating_add(system),
+        }),
         _ => Err(SessionError::Refused {
             command: "stats",
-            reply: "no time and uptime".into(),
+            reply: "no time, uptime, total_connections, rusage_user or rusage_system".into(),
         }),
     }
+}
+
+/// `SECONDS.FRACTION` (memcached's rusage) in microseconds.
+fn micros(value: &str) -> Option<u64> {
+    let (seconds, fraction) = value.split_once('.').unwrap_or((value, "0"));
+    let digits: String = fraction
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(6)
+        .collect();
+    seconds
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000)?
+        .checked_add(digits.parse().ok()?)
 }
 
 /// Authenticates a fresh connection as memcached's ASCII protocol does: a `set` whose data is
@@ -439,6 +465,16 @@ impl ResolvesClientCert for Offer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rusage_seconds_read_as_microseconds() {
+        assert_eq!(micros("0.007215"), Some(7_215));
+        assert_eq!(micros("12.5"), Some(12_500_000));
+        assert_eq!(micros("3"), Some(3_000_000));
+        assert_eq!(micros("1.1234567"), Some(1_123_456));
+        assert_eq!(micros("-1.0"), None);
+        assert_eq!(micros("x"), None);
+    }
 
     fn files_with_auth(text: &str) -> (tempfile::TempDir, Files) {
         let dir = tempfile::tempdir().expect("a temporary directory");

@@ -149,17 +149,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
             server.pod
         );
     }
-    for i in 0..ITEMS {
-        let server = &servers[i % servers.len()];
-        let mut connection = server.connect().await.expect("a TLS connection");
-        assert_eq!(
-            connection
-                .set(&format!("before-{i}"), &format!("value-{i}"))
-                .await
-                .as_deref(),
-            Ok("STORED\r\n")
-        );
-    }
+    store_items(&servers, ITEMS).await;
 
     let looping = ClientLoop::start(servers.clone());
 
@@ -187,15 +177,7 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (done, failures) = looping.stop().await;
 
-    let mut missing = Vec::new();
-    for i in 0..ITEMS {
-        let server = &servers[i % servers.len()];
-        let mut connection = server.connect().await.expect("a TLS connection");
-        let value = connection.get(&format!("before-{i}")).await;
-        if value != Ok(Some(format!("value-{i}"))) {
-            missing.push(format!("before-{i} on {}: {value:?}", server.pod));
-        }
-    }
+    let missing = missing_items(&servers, ITEMS).await;
     let after: Vec<Identity> = servers_now(&env, &namespace).await;
     eprintln!(
         "rotation: the Secret changed {:.1} s after the trigger; served {}; client loop {} \
@@ -219,6 +201,35 @@ pub async fn a_renewed_certificate_is_served_without_a_restart_or_a_lost_item(en
         "every item set before is still there"
     );
     assert_eq!(after, before, "no memcached restarted");
+}
+
+/// Sets `before-I` to `value-I` for each I below `items`, on the servers in turn.
+pub async fn store_items(servers: &[Server], items: usize) {
+    for i in 0..items {
+        let server = &servers[i % servers.len()];
+        let mut connection = server.connect().await.expect("a TLS connection");
+        assert_eq!(
+            connection
+                .set(&format!("before-{i}"), &format!("value-{i}"))
+                .await
+                .as_deref(),
+            Ok("STORED\r\n")
+        );
+    }
+}
+
+/// The items [`store_items`] set that the servers no longer hold, each with what was read.
+pub async fn missing_items(servers: &[Server], items: usize) -> Vec<String> {
+    let mut missing = Vec::new();
+    for i in 0..items {
+        let server = &servers[i % servers.len()];
+        let mut connection = server.connect().await.expect("a TLS connection");
+        let value = connection.get(&format!("before-{i}")).await;
+        if value != Ok(Some(format!("value-{i}"))) {
+            missing.push(format!("before-{i} on {}: {value:?}", server.pod));
+        }
+    }
+    missing
 }
 
 /// A client working throughout a change: a fresh TLS connection per operation, so every
