@@ -405,6 +405,18 @@ spec: {{channel: {channel}, name: memcached-operator, source: {SOURCE}, sourceNa
         "spec": {"replicas": 1, "memcached": {"memoryLimitMB": 16}, "monitoring": {}},
     }))
     .expect("a Memcached");
+    // A ready Deployment is not yet a Service kube-proxy routes to: until it does, the API
+    // server's calls to the webhooks are refused. A server-side dry run calls them too.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    eventually(
+        "the pinned operator's webhooks answer a dry run",
+        WAIT,
+        || async { api.create(&dry_run, &object).await.ok().map(|_| ()) },
+    )
+    .await;
     let created = api
         .create(&PostParams::default(), &object)
         .await
