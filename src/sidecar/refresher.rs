@@ -211,11 +211,11 @@ async fn rounds(
             && let Ok(life) = server_life(files).await
             && loaded.seen(life)
         {
-            info!("the server started again: it trusts the CAs of ca.crt alone");
+            info!("the server started again: it read ca.crt anew");
             ca_loaded = None;
         }
-        let withdrawn = loaded.withdrawn(&cas_now);
-        if i64::try_from(withdrawn).unwrap_or(i64::MAX) != metrics.withdrawn_cas.get() {
+        let withdrawn = i64::try_from(loaded.withdrawn(&cas_now)).unwrap_or(i64::MAX);
+        if withdrawn != metrics.withdrawn_cas.get() {
             if withdrawn > 0 {
                 warn!(
                     withdrawn,
@@ -223,9 +223,7 @@ async fn rounds(
                      them only when it starts again (a warm restart in place keeps the items)"
                 );
             }
-            metrics
-                .withdrawn_cas
-                .set(i64::try_from(withdrawn).unwrap_or(i64::MAX));
+            metrics.withdrawn_cas.set(withdrawn);
         }
     }
 }

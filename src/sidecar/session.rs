@@ -198,12 +198,19 @@ pub async fn presented_certificate(files: &Files) -> Result<String, SessionError
     Ok(serial)
 }
 
-/// Sends `refresh_certs` (after the credentials, when there are some) and expects `OK`.
-pub async fn refresh(files: &Files) -> Result<(), SessionError> {
+/// A fresh connection to the server, authenticated with the auth file's first credentials
+/// when there are some.
+async fn authenticated(files: &Files) -> Result<Stream, SessionError> {
     let (mut stream, _) = connect(files).await?;
     if let Some(credentials) = files.credentials().await? {
         authenticate(&mut stream, files.port, &credentials).await?;
     }
+    Ok(stream)
+}
+
+/// Sends `refresh_certs` (after the credentials, when there are some) and expects `OK`.
+pub async fn refresh(files: &Files) -> Result<(), SessionError> {
+    let mut stream = authenticated(files).await?;
     let reply = exchange(
         &mut stream,
         files.port,
@@ -223,10 +230,7 @@ pub async fn refresh(files: &Files) -> Result<(), SessionError> {
 /// What the server's `stats` say of its memcached process (after the credentials, when there
 /// are some): see [`Life`].
 pub async fn server_life(files: &Files) -> Result<Life, SessionError> {
-    let (mut stream, _) = connect(files).await?;
-    if let Some(credentials) = files.credentials().await? {
-        authenticate(&mut stream, files.port, &credentials).await?;
-    }
+    let mut stream = authenticated(files).await?;
     let mut line = exchange(&mut stream, files.port, "stats", b"stats\r\n").await?;
     let (mut time, mut uptime, mut connections) = (None, None, None);
     let (mut user, mut system) = (None, None);

@@ -156,13 +156,7 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
 
     // 1. The new CA joins the bundle.
     let started = Instant::now();
-    maps.patch(
-        "cache-trust",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "data": { "ca.crt": both } })),
-    )
-    .await
-    .expect("the bundle holds both CAs");
+    set_bundle(&maps, &both).await;
     let mut trusted = Vec::new();
     for (server, probe) in servers.iter().zip(&probes) {
         let took = eventually(
@@ -255,13 +249,7 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
     // in place (SIGUSR1 to the container's first process, the supervisor, as `kubectl exec
     // NAME -c memcached -- kill -USR1 1` sends it), one server at a time, drops it and keeps
     // the items.
-    maps.patch(
-        "cache-trust",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "data": { "ca.crt": two } })),
-    )
-    .await
-    .expect("the bundle holds ca-two alone");
+    set_bundle(&maps, &two).await;
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
     for server in &servers {
         let pod = pods.get(&server.pod).await.expect("the pod");
@@ -352,6 +340,20 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
             ITEMS / servers.len(),
             "{name} kept its items through the warm restart"
         );
+    }
+}
+
+/// Has the trust bundle `cache-trust` hold the CAs of `pem`.
+async fn set_bundle(maps: &Api<ConfigMap>, pem: &str) {
+    if let Err(error) = maps
+        .patch(
+            "cache-trust",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "ca.crt": pem } })),
+        )
+        .await
+    {
+        panic!("cannot change the trust bundle: {error}");
     }
 }
 
