@@ -90,8 +90,9 @@ impl RefresherMetrics {
         }
     }
 
-    /// The metrics, registered in a registry of their own.
-    pub fn registered() -> (Self, Registry) {
+    /// The metrics, registered in a registry of their own; the withdrawn client CAs only when
+    /// `counts_withdrawn` (the supervisor counts them where it restarts memcached for them).
+    pub fn registered(counts_withdrawn: bool) -> (Self, Registry) {
         let metrics = Self::default();
         let mut registry = Registry::default();
         registry.register(
@@ -115,12 +116,9 @@ impl RefresherMetrics {
             "1, labelled with the serial of the certificate the server presents",
             metrics.served.clone(),
         );
-        registry.register(
-            WITHDRAWN_CAS,
-            "Client CAs the server may still trust that the mounted ca.crt no longer holds: \
-             memcached drops them only when it starts again",
-            metrics.withdrawn_cas.clone(),
-        );
+        if counts_withdrawn {
+            register_withdrawn(&mut registry, &metrics.withdrawn_cas);
+        }
         both_outcomes(&metrics.refreshes);
         (metrics, registry)
     }
@@ -159,11 +157,26 @@ pub struct SupervisorMetrics {
     /// 1 while the mounted auth file is one memcached would refuse or misread: memcached keeps
     /// the credentials it has, and would not start with it; 0 otherwise.
     pub refused: Gauge,
+    /// Client CAs memcached may still trust that the mounted `ca.crt` no longer holds, where
+    /// the supervisor restarts memcached for them (`sidecar::ca_restart`): it knows the file
+    /// memcached started with, which the refresher cannot tell.
+    pub withdrawn_cas: Gauge,
+}
+
+/// Registers the count of withdrawn client CAs still trusted.
+fn register_withdrawn(registry: &mut Registry, gauge: &Gauge) {
+    registry.register(
+        WITHDRAWN_CAS,
+        "Client CAs the server may still trust that the mounted ca.crt no longer holds: \
+         memcached drops them only when it starts again",
+        gauge.clone(),
+    );
 }
 
 impl SupervisorMetrics {
-    /// The metrics, registered in a registry of their own.
-    pub fn registered() -> (Self, Registry) {
+    /// The metrics, registered in a registry of their own; the withdrawn client CAs only when
+    /// `counts_withdrawn`.
+    pub fn registered(counts_withdrawn: bool) -> (Self, Registry) {
         let metrics = Self::default();
         let mut registry = Registry::default();
         registry.register(
@@ -176,6 +189,9 @@ impl SupervisorMetrics {
             "1 while the mounted auth file is one memcached would refuse or misread",
             metrics.refused.clone(),
         );
+        if counts_withdrawn {
+            register_withdrawn(&mut registry, &metrics.withdrawn_cas);
+        }
         both_outcomes(&metrics.reloads);
         (metrics, registry)
     }
@@ -188,7 +204,7 @@ mod tests {
 
     #[test]
     fn both_outcomes_are_exposed_from_the_start_under_the_names_the_rules_quote() {
-        let (refresher, registry) = RefresherMetrics::registered();
+        let (refresher, registry) = RefresherMetrics::registered(true);
         refresher.refreshes.get_or_create(&FAILED).inc();
         refresher.pending.set(1);
         refresher.expiry.set(1_900_000_000);
@@ -218,7 +234,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
-        let (supervisor, registry) = SupervisorMetrics::registered();
+        let (supervisor, registry) = SupervisorMetrics::registered(true);
         supervisor.refused.set(1);
         let mut text = String::new();
         encode(&mut text, &registry).expect("encodes");
@@ -226,8 +242,19 @@ mod tests {
             "memcached_auth_reloads_total{result=\"succeeded\"} 0",
             "memcached_auth_reloads_total{result=\"failed\"} 0",
             "memcached_auth_file_refused 1",
+            "memcached_client_cas_withdrawn_trusted 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        // Counted by one of the two only: the supervisor where it restarts memcached for a
+        // withdrawn CA, the refresher elsewhere.
+        for registry in [
+            RefresherMetrics::registered(false).1,
+            SupervisorMetrics::registered(false).1,
+        ] {
+            let mut text = String::new();
+            encode(&mut text, &registry).expect("encodes");
+            assert!(!text.contains(WITHDRAWN_CAS), "{text}");
         }
     }
 }

@@ -17,9 +17,10 @@
 //! client certificate it cannot present (unreadable, not a pair, or not for clients) stops it
 //! with the reason, which its termination message carries to the Memcached's status. What it
 //! sees (the serial served, a refresh pending, refreshes sent and failed, the file's expiry,
-//! client CAs withdrawn from `ca.crt` that the server may still trust: `trust`) it serves as
-//! metrics beside its probes (`metrics`). It reads only files mounted into the
-//! pod and talks only to its own pod's server: it needs no Kubernetes API access.
+//! client CAs withdrawn from `ca.crt` that the server may still trust: `trust`, unless
+//! memcached's supervisor counts them) it serves as metrics beside its probes (`metrics`). It
+//! reads only files mounted into the pod and talks only to its own pod's server: it needs no
+//! Kubernetes API access.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -72,6 +73,12 @@ pub struct RefreshArgs {
     /// without it, none are served.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     pub health_port: Option<u16>,
+
+    /// The withdrawn client CAs still trusted are counted by memcached's supervisor, which
+    /// restarts memcached for them and knows the file it started with: the refresher neither
+    /// counts nor serves them.
+    #[arg(long)]
+    pub supervisor_counts_withdrawn_cas: bool,
 }
 
 /// Why the refresher stopped.
@@ -112,7 +119,7 @@ pub async fn run(
     let listener = health::listen(args.health_port).await?;
     let heartbeat = Heartbeat::default();
     heartbeat.beat();
-    let (metrics, registry) = RefresherMetrics::registered();
+    let (metrics, registry) = RefresherMetrics::registered(!args.supervisor_counts_withdrawn_cas);
     health::beside(
         listener,
         heartbeat.clone(),
@@ -205,6 +212,9 @@ async fn rounds(
         }
         let current = served.as_deref() == Some(on_disk.as_str()) && ca_loaded == Some(ca_now);
         metrics.pending.set(i64::from(!current));
+        if args.supervisor_counts_withdrawn_cas {
+            continue;
+        }
         // Only while a withdrawn CA may still be trusted: did the server start again since?
         // Then it read the file anew (and is sent refresh_certs once more, which records it).
         if loaded.withdrawn(&cas_now) > 0
@@ -315,6 +325,7 @@ mod tests {
             port: 11211,
             interval: Duration::from_millis(10),
             health_port: None,
+            supervisor_counts_withdrawn_cas: false,
         };
         let error = tokio::time::timeout(
             Duration::from_secs(10),
@@ -340,6 +351,7 @@ mod tests {
             port: 11211,
             interval: Duration::from_secs(5),
             health_port: None,
+            supervisor_counts_withdrawn_cas: false,
         };
         let error = run(args, Box::pin(std::future::pending()))
             .await

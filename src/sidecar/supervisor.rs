@@ -17,11 +17,15 @@
 //!   and never sent;
 //! - it reaps every child that ends (PID 1 inherits orphans), and exits as memcached did: its
 //!   exit status, or 128 plus the signal that killed it, as a shell reports it;
+//! - with `--client-ca-request`, it restarts memcached in place, warm, once per request of the
+//!   operator's, when the mounted `ca.crt` has the requested digest ([`super::ca_restart`]),
+//!   so that memcached stops trusting the client CAs withdrawn from it;
 //! - with `--metrics-port`, it serves on that port `/metrics` (`super::metrics`: whether the
 //!   mounted auth file is one memcached would refuse, rereads sent and refused) for the
 //!   Memcached's ServiceMonitor, and `/healthz` and `/readyz` from its loop's heartbeat.
 //!
-//! It has no Kubernetes credentials and reads nothing but the auth file.
+//! It has no Kubernetes credentials and reads nothing but the auth file, `ca.crt` and the
+//! request projected from its pod's annotation.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -34,6 +38,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, error, info, warn};
 
 use super::auth_watch::{AuthWatch, Look};
+use super::ca_restart::{self, CaRestart, Trusted};
 use super::health::{self, Heartbeat};
 use super::metrics::{FAILED, SUCCEEDED, SupervisorMetrics};
 use crate::listener::ServerError;
@@ -63,6 +68,21 @@ pub struct SuperviseArgs {
     /// memcached starts one second late.
     #[arg(long)]
     pub warm_restart: bool,
+
+    /// A file holding the operator's request for a restart (the pod annotation
+    /// `cache.f2367556.dev/client-ca-sha256`, projected by the downward API): the SHA-256 of
+    /// the `--client-ca` content memcached must trust. Needs `--warm-restart`.
+    #[arg(long, requires_all = ["client_ca", "warm_restart", "restarted_file"])]
+    pub client_ca_request: Option<PathBuf>,
+
+    /// The client CAs memcached verifies client certificates against (its `ca.crt`).
+    #[arg(long, requires = "client_ca_request")]
+    pub client_ca: Option<PathBuf>,
+
+    /// Where the requests acted on are recorded: on the memory file's volume, which outlives
+    /// the container.
+    #[arg(long, requires = "client_ca_request")]
+    pub restarted_file: Option<PathBuf>,
 
     /// Port of `/metrics` (and `/healthz`, `/readyz`), plain HTTP on every address; without
     /// it, none are served.
@@ -160,7 +180,7 @@ pub async fn run(args: SuperviseArgs) -> Result<u8, SuperviseError> {
         debug!(%error, "cannot become the subreaper of memcached's descendants");
     }
     let listener = health::listen(args.metrics_port).await?;
-    let (metrics, registry) = SupervisorMetrics::registered();
+    let (metrics, registry) = SupervisorMetrics::registered(args.client_ca_request.is_some());
     let heartbeat = Heartbeat::default();
     heartbeat.beat();
     health::beside(
@@ -181,6 +201,19 @@ async fn supervise(
     metrics: &SupervisorMetrics,
 ) -> Result<u8, SuperviseError> {
     let mut auth = args.auth_file.clone().map(AuthWatch::new);
+    let ca_restart = match (
+        &args.client_ca_request,
+        &args.client_ca,
+        &args.restarted_file,
+    ) {
+        (Some(request), Some(ca), Some(done)) => {
+            Some(CaRestart::new(request.clone(), ca.clone(), done.clone()))
+        }
+        _ => None,
+    };
+    let mut restarting = false;
+    let mut waiting_for = None;
+    let mut trusted = Trusted::default();
     // What memcached is about to read, judged before it starts.
     if let Some(watch) = &mut auth {
         check_auth_file(watch, None, metrics);
@@ -195,6 +228,10 @@ async fn supervise(
                 }
             }
         }
+    }
+    // What memcached may trust: the file it is about to read, then every version seen.
+    if let Some(watch) = &ca_restart {
+        count_withdrawn(watch, &mut trusted, metrics);
     }
     let (program, arguments) = args
         .command
@@ -230,6 +267,12 @@ async fn supervise(
                 }
                 if let Some(watch) = &mut auth {
                     check_auth_file(watch, Some(memcached), metrics);
+                }
+                if let Some(watch) = &ca_restart {
+                    count_withdrawn(watch, &mut trusted, metrics);
+                    if !restarting {
+                        restarting = check_ca_request(watch, memcached, &mut waiting_for);
+                    }
                 }
                 continue;
             }
@@ -293,6 +336,75 @@ fn reap(memcached: Pid) -> Option<rustix::process::WaitStatus> {
             }
             // Children left, none ended; or no child at all.
             Ok(None) | Err(_) => return found,
+        }
+    }
+}
+
+/// Reads `ca.crt` into what memcached may trust, and counts the CAs it no longer holds.
+fn count_withdrawn(watch: &CaRestart, trusted: &mut Trusted, metrics: &SupervisorMetrics) {
+    match std::fs::read(watch.ca_path()) {
+        Ok(content) => {
+            let withdrawn = i64::try_from(trusted.saw(&content)).unwrap_or(i64::MAX);
+            if withdrawn != metrics.withdrawn_cas.get() {
+                if withdrawn > 0 {
+                    warn!(
+                        withdrawn,
+                        "CAs withdrawn from ca.crt are still trusted by memcached until the \
+                         operator asks for its restart in place"
+                    );
+                }
+                metrics.withdrawn_cas.set(withdrawn);
+            }
+        }
+        Err(error) => debug!(%error, "cannot read ca.crt"),
+    }
+}
+
+/// Acts on the operator's request for a restart, if `ca.crt` has its digest: records it, says
+/// why in the termination message and stops memcached with SIGUSR1 (which saves its items);
+/// returns whether memcached was stopped. A request that cannot be recorded is not acted on,
+/// since the next supervisor would act on it again. `waiting_for` keeps the request last
+/// logged as waiting, so that each is logged once.
+fn check_ca_request(watch: &CaRestart, memcached: Pid, waiting_for: &mut Option<String>) -> bool {
+    match watch.look() {
+        ca_restart::Look::Idle => false,
+        ca_restart::Look::Waiting { request, mounted } => {
+            if waiting_for.as_ref() != Some(&request) {
+                info!(
+                    request,
+                    mounted, "a restart is asked for; waiting for the kubelet to bring that ca.crt"
+                );
+                *waiting_for = Some(request);
+            }
+            false
+        }
+        ca_restart::Look::Restart { request } => {
+            if let Err(error) = watch.record(&request) {
+                error!(
+                    %error,
+                    file = %watch.done_path().display(),
+                    "cannot record the restart asked for; not restarting"
+                );
+                return false;
+            }
+            let why = ca_restart::reason(&request);
+            super::termination::say_why(
+                std::path::Path::new(super::termination::TERMINATION_LOG),
+                &why,
+            );
+            info!(
+                request,
+                "restarting memcached in place (SIGUSR1 saves its items): {why}"
+            );
+            match kill_process(memcached, Signal::USR1) {
+                Ok(()) => true,
+                // Asked again at the next look.
+                Err(error) => {
+                    warn!(%error, "cannot signal memcached");
+                    let _ = std::fs::remove_file(watch.done_path());
+                    false
+                }
+            }
         }
     }
 }
@@ -373,7 +485,7 @@ mod tests {
         let path = dir.path().join("authfile");
         std::fs::write(&path, "app:one\n").expect("written");
         let mut watch = AuthWatch::new(path.clone());
-        let (metrics, _) = SupervisorMetrics::registered();
+        let (metrics, _) = SupervisorMetrics::registered(false);
         let count = |outcome| metrics.reloads.get_or_create(&outcome).get();
         check_auth_file(&mut watch, None, &metrics);
         assert_eq!(

@@ -16,6 +16,7 @@
 mod admission;
 mod auth_file;
 mod ca_change;
+mod ca_restart;
 mod churn;
 mod client_auth_request;
 mod cluster;
@@ -49,6 +50,7 @@ fn main() {
         ca_change::a_new_ca_is_trusted_before_certificates_it_signs_are_presented,
         client_auth_request::under_request_a_client_without_a_certificate_is_served_and_a_strangers_is_refused,
         supervisor::the_supervisor_reloads_a_changed_auth_file_and_refuses_one_memcached_would_refuse,
+        ca_restart::the_supervisor_restarts_memcached_warm_once_per_request_for_a_withdrawn_ca,
         controller::children_appear_owned_by_the_memcached,
         controller::kubectl_scale_works_through_the_scale_subresource,
         controller::a_configuration_change_rolls_the_statefulset,
