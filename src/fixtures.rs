@@ -405,6 +405,7 @@ pub fn beta_status() -> impl Strategy<Value = v1beta1::MemcachedStatus> {
                     servers,
                     tls,
                     auth,
+                    client_ca_trust: None,
                     conditions,
                 }
             },

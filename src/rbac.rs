@@ -59,8 +59,13 @@ pub fn cluster_rules() -> Vec<PolicyRule> {
             &["servicemonitors", "prometheusrules"],
             OWN,
         ),
-        // Pods, to report which servers are ready.
+        // Pods, to report which servers are ready; patched (an annotation) to ask a server to
+        // restart in place when a client CA is withdrawn (`controller::client_cas`).
         rule("", &["pods"], READ),
+        rule("", &["pods"], &["patch"]),
+        // ConfigMaps, the client CAs of `spec.tls.clientCA`: every one's metadata is watched,
+        // and one is read when it changed.
+        rule("", &["configmaps"], READ),
         // Events about the objects it reconciles, through either API.
         rule("events.k8s.io", &["events"], &["create", "patch"]),
         rule("", &["events"], &["create", "patch"]),
@@ -210,14 +215,23 @@ mod tests {
     }
 
     #[test]
-    fn pods_are_read_only_and_pod_status_is_not_granted() {
+    fn pods_are_read_and_patched_only_and_no_pod_subresource_is_granted() {
+        // Patched to annotate a server asked to restart for a withdrawn client CA; never
+        // created, updated, deleted, evicted or exec'd into, and their status is the kubelet's.
+        let mut verbs = Vec::new();
         for rule in all_rules() {
             let resources: Vec<_> = rule.resources.iter().flatten().collect();
-            assert!(!resources.iter().any(|r| *r == "pods/status"), "{rule:?}");
+            assert!(
+                !resources.iter().any(|r| r.starts_with("pods/")),
+                "{rule:?}"
+            );
             if resources.iter().any(|r| *r == "pods") {
-                assert_eq!(rule.verbs, vec!["get", "list", "watch"]);
+                assert_eq!(resources, ["pods"], "{rule:?}");
+                verbs.extend(rule.verbs.clone());
             }
         }
+        verbs.sort();
+        assert_eq!(verbs, ["get", "list", "patch", "watch"]);
     }
 
     #[test]

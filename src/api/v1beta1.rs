@@ -31,8 +31,8 @@ pub use monitoring::{MonitoringSpec, RulesSpec, ServiceMonitorSpec};
 pub use network::{MAX_ALLOWED_SOURCES, NetworkPolicySpec};
 
 pub use security::{
-    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, ClientCaSource, IssuerRef, MAX_AUTH_ENTRIES,
-    TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec, TlsStatus,
+    AUTH_FILE_KEY, AuthSpec, AuthStatus, ClientAuth, ClientCaSource, ClientCaTrust, IssuerRef,
+    MAX_AUTH_ENTRIES, TLS_CA_KEY, TLS_CERT_KEY, TLS_KEY_KEY, TlsSpec, TlsStatus,
 };
 
 /// The desired state of a memcached cluster.
@@ -267,6 +267,15 @@ pub struct MemcachedStatus {
     /// Authentication as the servers' pod template configures it; absent when off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthStatus>,
+
+    /// Which client CAs the servers trust, where the operator restarts them for a CA
+    /// withdrawn from `spec.tls.clientCA`'s ConfigMap.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "clientCATrust"
+    )]
+    pub client_ca_trust: Option<ClientCaTrust>,
 
     /// Available, Progressing and Degraded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

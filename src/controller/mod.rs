@@ -20,6 +20,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod client_cas;
 pub mod context;
 pub mod desired;
 pub mod error;
@@ -132,6 +133,7 @@ async fn controller(
         children,
         known,
     });
+    let readers = memcacheds.clone();
     let reconciling = Controller::for_stream(changed, memcacheds)
         .with_config(config)
         .watches_stream(triggers.statefulsets.map(Ok), |s| owner_of(&s))
@@ -139,6 +141,9 @@ async fn controller(
         .watches_stream(triggers.budgets.map(Ok), |b| owner_of(&b))
         .watches_stream(triggers.network_policies.map(Ok), |n| owner_of(&n))
         .watches_stream(triggers.pods.map(Ok), |pod| owner_of_pod(&pod))
+        .watches_stream(triggers.config_maps.map(Ok), move |config_map| {
+            client_cas::readers(&readers, &config_map)
+        })
         .reconcile_on(triggers.optional)
         .reconcile_all_on(triggers.all)
         .reconcile_on(resync)

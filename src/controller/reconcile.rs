@@ -1,9 +1,11 @@
-//! Reconciles one Memcached: plan, apply, report.
+//! Reconciles one Memcached: plan, apply, follow its client CAs, report.
 //!
 //! The plan is pure ([`desired::plan`]): the defaulted spec, and the children it asks for (or
 //! why none, for a spec the webhooks would have refused). `apply` writes the children that
-//! differ from it; `report` writes the status and the Event. Everything is read from the
-//! caches, so a Memcached whose children and status are as they should be costs no request.
+//! differ from it; `client_cas` reads a changed ConfigMap of client CAs and asks the servers
+//! still trusting a withdrawn one to restart in place; `report` writes the status and the
+//! Event. Everything is read from the caches, so a Memcached whose children and status are as
+//! they should be costs no request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 
 use super::apply::{Applied, apply};
+use super::client_cas;
 use super::context::Run;
 use super::desired;
 use super::error::Error;
@@ -59,12 +62,29 @@ async fn reconcile_one(object: &Memcached, run: &Run) -> Result<Action, Error> {
         effective,
         children,
     } = desired::plan(object, &context.defaults, context.platform);
-    let (applied, invalid) = match children {
+    let (mut applied, invalid) = match children {
         Ok(children) => (apply(run, object, children).await, None),
         Err(why) => {
             context.metrics.error("invalid_spec");
             (Applied::default(), Some(why))
         }
     };
-    report(run, object, &effective, invalid, applied).await
+    let client_ca_trust = if invalid.is_some() {
+        effective
+            .status
+            .as_ref()
+            .and_then(|s| s.client_ca_trust.clone())
+    } else {
+        match client_cas::follow(run, object, &effective).await {
+            Ok(trust) => trust,
+            Err(error) => {
+                applied.failure.get_or_insert(error);
+                effective
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.client_ca_trust.clone())
+            }
+        }
+    };
+    report(run, object, &effective, invalid, applied, client_ca_trust).await
 }

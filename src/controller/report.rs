@@ -25,11 +25,11 @@ use super::desired::status::{self, Observed, Problem, desired_status};
 use super::error::{Error, api_error};
 use super::events;
 use super::field_owners;
-use crate::api::v1beta1::{Memcached, MemcachedStatus};
+use crate::api::v1beta1::{ClientCaTrust, Memcached, MemcachedStatus};
 use crate::operator;
 
 /// Writes `object`'s status from its `effective` (defaulted) form, why its spec is `invalid`
-/// if it is, and what `applied` left, then its Event; returns the reconcile's outcome: the
+/// if it is, what `applied` left and the client CAs' trust, then its Event; returns the reconcile's outcome: the
 /// failure of a write, or to wait for the next change.
 pub async fn report(
     run: &Run,
@@ -37,6 +37,7 @@ pub async fn report(
     effective: &Memcached,
     invalid: Option<String>,
     applied: Applied,
+    client_ca_trust: Option<ClientCaTrust>,
 ) -> Result<Action, Error> {
     let context = &run.context;
     let namespace = object.namespace().unwrap_or_default();
@@ -77,7 +78,7 @@ pub async fn report(
         (None, None) if !stopped.is_empty() => Some(Problem::SidecarStopped(stopped.join("; "))),
         (None, None) => None,
     };
-    let status = desired_status(
+    let mut status = desired_status(
         effective,
         &Observed {
             statefulset,
@@ -87,6 +88,7 @@ pub async fn report(
         problem.as_ref(),
         &Time(jiff::Timestamp::now()),
     );
+    status.client_ca_trust = client_ca_trust;
     let written = if effective.status.as_ref() != Some(&status) {
         write_status(run, object, &status).await
     } else {

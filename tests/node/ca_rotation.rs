@@ -15,11 +15,13 @@
 //! No operation of the loop fails, every item set before is still there, and no memcached
 //! restarted (container restart counts and process start times).
 //!
-//! 3. `ca-one` is withdrawn from the ConfigMap: each server still accepts a client
-//!    certificate of `ca-one` (memcached adds CAs on `refresh_certs` and removes none), and
-//!    its refresher's `memcached_client_cas_withdrawn_trusted` says 1, until a warm restart
-//!    in place, one server at a time, after which it refuses it, still holds its items, and
-//!    the metric is back to 0.
+//! 3. `ca-one` is withdrawn from the ConfigMap. memcached adds CAs on `refresh_certs` and
+//!    removes none, so the operator asks each server in turn, by an annotation of its pod, to
+//!    restart in place; its supervisor does, warm, once its `ca.crt` lacks `ca-one`. Never
+//!    more than one server is down at a time; each is then in the same pod with one restart
+//!    more, says why in its termination message, refuses `ca-one` and holds its items (its
+//!    refresher leaves `memcached_client_cas_withdrawn_trusted` to the supervisor); the status's
+//!    `clientCATrust` lists no withdrawn CA, and Events say each step.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,9 +29,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use testkit::containers::{main_pid, memcached_pid};
 
-use crate::cluster::{Env, WAIT, eventually, host, memcached_status, pod_address};
+use crate::cluster::{Env, WAIT, eventually, memcached_status, pod_address};
 use crate::metrics::{scrape, value};
 use crate::rotation::{
     ClientLoop, Identity, PASSWORD, Server, USER, create_cas, create_issuer, issuers, leaf_of,
@@ -244,22 +245,36 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
     );
     nothing_lost(done, &failures, &missing, &before, &after);
 
-    // 3. The old CA is withdrawn. memcached's refresh_certs adds CAs and removes none, so each
-    // server still accepts a client certificate of ca-one until it restarts; a warm restart
-    // in place (SIGUSR1 to the container's first process, the supervisor, as `kubectl exec
-    // NAME -c memcached -- kill -USR1 1` sends it), one server at a time, drops it and keeps
-    // the items.
-    set_bundle(&maps, &two).await;
+    // 3. The old CA is withdrawn. memcached's refresh_certs adds CAs and removes none, so the
+    // operator asks each server, one at a time while the other is ready, to restart in place
+    // (warm) once its ca.crt lacks ca-one; the restart drops ca-one and keeps the items.
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), &namespace);
+    let mut uids = Vec::new();
     for server in &servers {
-        let pod = pods.get(&server.pod).await.expect("the pod");
-        assert_eq!(
-            withdrawn_trusted(&pod).await,
-            Ok(0.0),
-            "{}: no CA withdrawn before the bundle drops one",
-            server.pod
-        );
+        uids.push(pods.get(&server.pod).await.expect("the pod").metadata.uid);
     }
+    let withdrawn_at = Instant::now();
+    set_bundle(&maps, &two).await;
+    let watching = Unready::watch(
+        pods.clone(),
+        servers.iter().map(|s| s.pod.clone()).collect(),
+    );
+    let status = eventually(
+        "every server restarted since ca-one was withdrawn, as the status says",
+        2 * FILE_LIMIT,
+        || async {
+            let status = memcacheds.get("cache").await.ok()?.data["status"].clone();
+            let trust = &status["clientCATrust"];
+            (trust["withdrawn"].as_array().is_none_or(Vec::is_empty)
+                && trust["restartingSince"].is_null()
+                && trust["cas"].as_array()?.len() == 1)
+                .then_some(status)
+        },
+    )
+    .await;
+    let rolled = withdrawn_at.elapsed();
+    let most_unready = watching.stop().await;
+    let events = crate::warm_restart::events_of(&env, &namespace, "cache").await;
     let old_clients: Vec<Server> = servers
         .iter()
         .map(|s| s.presenting(&both, &client))
@@ -268,51 +283,17 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
     for (i, old_client) in old_clients.iter().enumerate() {
         let name = &old_client.pod;
         let pod = pods.get(name).await.expect("the pod");
-        let file = format!(
-            "/proc/{}/root/etc/memcached/tls/ca.crt",
-            memcached_pid(&pod).expect("memcached's process")
-        );
-        eventually(
-            &format!("the kubelet brings the bundle without ca-one into {name}"),
-            FILE_LIMIT,
-            || async { (std::fs::read_to_string(&file).ok()?.trim() == two.trim()).then_some(()) },
-        )
-        .await;
-        eventually(
-            &format!("{name}'s refresher counts ca-one withdrawn but still trusted"),
-            WAIT,
-            || async { (withdrawn_trusted(&pod).await == Ok(1.0)).then_some(()) },
-        )
-        .await;
-        assert!(
-            old_client.connect().await.is_ok(),
-            "{name} still accepts a client certificate of ca-one before it restarts"
-        );
-        let restarted = Instant::now();
-        let supervisor = main_pid(&pod, "memcached").expect("the memcached container's process");
-        host("kill", &["-USR1", &supervisor.to_string()]);
-        eventually(
-            &format!("{name}'s memcached restarted in place and ready"),
-            WAIT,
-            || async {
-                let now = pods.get(name).await.ok()?;
-                let memcached = memcached_status(&now)?;
-                (now.metadata.uid == pod.metadata.uid
-                    && memcached.restart_count == before[i].1 + 1
-                    && memcached.ready)
-                    .then_some(())
-            },
-        )
-        .await;
-        let took = restarted.elapsed();
+        let memcached = memcached_status(&pod).expect("memcached's status");
+        let said = memcached
+            .last_state
+            .as_ref()
+            .and_then(|state| state.terminated.as_ref())
+            .and_then(|ended| ended.message.clone())
+            .unwrap_or_default();
         let refused = old_client.connect().await.is_err();
-        let now = pods.get(name).await.expect("the pod");
-        eventually(
-            &format!("{name}'s refresher counts no withdrawn CA once memcached restarted"),
-            WAIT,
-            || async { (withdrawn_trusted(&now).await == Ok(0.0)).then_some(()) },
-        )
-        .await;
+        // The supervisor counts the withdrawn CAs here (it knows the file memcached started
+        // with); the refresher serves no count.
+        let refresher_counts = withdrawn_trusted(&pod).await;
         let reader = &renewed_servers[i];
         let mut kept = 0;
         for item in (i..ITEMS).step_by(servers.len()) {
@@ -323,14 +304,38 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
                 kept += 1;
             }
         }
-        restarts.push((name.clone(), took, refused, kept));
+        restarts.push((
+            name.clone(),
+            pod.metadata.uid == uids[i],
+            memcached.restart_count - before[i].1,
+            refused,
+            kept,
+            said,
+            refresher_counts,
+        ));
     }
     eprintln!(
-        "CA withdrawn: warm restarts in place (pod, ready again after, ca-one refused after, \
-         items kept of {}): {restarts:?}",
-        ITEMS / servers.len()
+        "CA withdrawn: every server restarted {:.1} s after the bundle changed, at most \
+         {most_unready} server(s) not ready at once; (pod, same pod, restarts, ca-one refused \
+         after, items kept of {}, termination message, the refresher's count): {restarts:?}; status.clientCATrust \
+         {}; Events {events:?}",
+        rolled.as_secs_f64(),
+        ITEMS / servers.len(),
+        status["clientCATrust"],
     );
-    for (name, _, refused, kept) in &restarts {
+    assert_eq!(most_unready, 1, "the servers restarted one at a time");
+    for (name, same_pod, restarted, refused, kept, said, refresher_counts) in &restarts {
+        assert_eq!(
+            refresher_counts.as_ref().map_err(String::as_str),
+            Err("no memcached_client_cas_withdrawn_trusted"),
+            "{name}'s refresher leaves the count to the supervisor"
+        );
+        assert!(*same_pod, "{name} restarted in place, in the same pod");
+        assert_eq!(*restarted, 1, "{name}'s memcached restarted once");
+        assert!(
+            said.contains(status["clientCATrust"]["sha256"].as_str().unwrap_or("?")),
+            "{name}'s memcached says it restarted for the new bundle: {said}"
+        );
         assert!(
             *refused,
             "{name} refuses a client certificate of ca-one once restarted"
@@ -340,6 +345,61 @@ pub async fn a_ca_rotation_through_cert_manager_refuses_no_client(env: Arc<Env>)
             ITEMS / servers.len(),
             "{name} kept its items through the warm restart"
         );
+    }
+    for server in &servers {
+        assert!(
+            events
+                .iter()
+                .any(|e| e.starts_with("RestartingForClientCA: ")
+                    && e.contains(&format!("asked {} ", server.pod))),
+            "an Event says {} was asked to restart: {events:?}",
+            server.pod
+        );
+    }
+    assert!(
+        events.iter().any(|e| e.starts_with("ClientCAsDropped: ")),
+        "an Event says the withdrawn CA is trusted no more: {events:?}"
+    );
+}
+
+/// Samples which of a Memcached's servers are not ready, from the start of a roll to its end.
+struct Unready {
+    stop: tokio::sync::oneshot::Sender<()>,
+    most: tokio::task::JoinHandle<usize>,
+}
+
+impl Unready {
+    /// Samples the memcached containers of `names` every 200 ms.
+    fn watch(pods: Api<Pod>, names: Vec<String>) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let most = tokio::spawn(async move {
+            let mut most = 0;
+            loop {
+                let mut unready = 0;
+                for name in &names {
+                    let ready = pods
+                        .get(name)
+                        .await
+                        .ok()
+                        .and_then(|pod| memcached_status(&pod).map(|m| m.ready));
+                    if ready != Some(true) {
+                        unready += 1;
+                    }
+                }
+                most = most.max(unready);
+                tokio::select! {
+                    _ = &mut stopped => return most,
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+        });
+        Self { stop, most }
+    }
+
+    /// The most servers found not ready at once.
+    async fn stop(self) -> usize {
+        let _ = self.stop.send(());
+        self.most.await.expect("the sampler ran")
     }
 }
 

@@ -172,7 +172,7 @@ fn probe_port(pid: u32, action: &str) {
 }
 
 /// The Events about `name` in `namespace`, as `REASON: MESSAGE` lines.
-async fn events_of(env: &Env, namespace: &str, name: &str) -> Vec<String> {
+pub async fn events_of(env: &Env, namespace: &str, name: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(env.client.clone(), namespace);
     let listed = events
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))

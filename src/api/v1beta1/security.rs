@@ -204,6 +204,32 @@ pub struct TlsStatus {
     pub plaintext_port: Option<i32>,
 }
 
+/// Which client CAs the servers trust, from the ConfigMap of `spec.tls.clientCA`, where the
+/// operator restarts them for a withdrawn CA (with `memcached.warmRestart`). memcached's
+/// `refresh_certs` adds CAs and removes none, so a CA withdrawn from the ConfigMap stays
+/// trusted by every server that started before, until it restarts.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCaTrust {
+    /// The version of the ConfigMap last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// The SHA-256 of the key's content last read (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The CAs of that content, by the SHA-256 of their DER (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cas: Option<Vec<String>>,
+    /// CAs withdrawn from the ConfigMap that servers which started before may still trust,
+    /// by the SHA-256 of their DER; empty once every such server restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdrawn: Option<Vec<String>>,
+    /// When the withdrawal was seen: every server started before restarts in place, one at a
+    /// time, while the others are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarting_since: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
 /// Authentication as the servers' pod template configures it.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -1,7 +1,8 @@
 //! Starts the watches of the controller's children and holds their caches: the kinds every
 //! cluster serves (StatefulSets, Services, PodDisruptionBudgets, NetworkPolicies, and the pods
 //! of the StatefulSets), required, and the kinds other projects define (Certificates,
-//! ServiceMonitors, PrometheusRules), optional.
+//! ServiceMonitors, PrometheusRules), optional; and the ConfigMaps client CAs come from
+//! (`config_maps`), which no reconcile waits for.
 //!
 //! The required watches are handed to kube's `Controller`, which keeps polling them; reconciles
 //! start judging children once each of their caches has been listed ([`Children::listed`], as
@@ -24,9 +25,10 @@ use tracing::warn;
 
 use super::child::{Kept, kept, ours};
 use super::compact::{
-    CachedBudget, CachedCertificate, CachedNetworkPolicy, CachedPod, CachedPrometheusRule,
-    CachedService, CachedServiceMonitor, CachedStatefulSet,
+    CachedBudget, CachedCertificate, CachedConfigMap, CachedNetworkPolicy, CachedPod,
+    CachedPrometheusRule, CachedService, CachedServiceMonitor, CachedStatefulSet,
 };
+use super::config_maps::config_maps;
 use super::health::Health;
 use super::known::KnownChildren;
 use super::optional::{self, Optional, Wakes};
@@ -50,6 +52,8 @@ pub struct Children {
     pub network_policies: Store<CachedNetworkPolicy>,
     /// Pods, reduced by [`reduce_pod`](super::pods::reduce_pod).
     pub pods: Store<CachedPod>,
+    /// Every ConfigMap's name, namespace and resource version.
+    pub config_maps: Store<CachedConfigMap>,
     /// cert-manager Certificates, metadata only, where and once `cert-manager.io/v1` is served.
     pub certificates: Arc<Optional<CachedCertificate>>,
     /// ServiceMonitors, metadata only, where and once `monitoring.coreos.com/v1` is served.
@@ -82,6 +86,8 @@ pub struct Triggers {
     pub network_policies: BoxStream<'static, CachedNetworkPolicy>,
     /// Changed pods.
     pub pods: BoxStream<'static, CachedPod>,
+    /// Changed ConfigMaps.
+    pub config_maps: BoxStream<'static, CachedConfigMap>,
     /// The owners of changed Certificates, ServiceMonitors and PrometheusRules.
     pub optional: mpsc::UnboundedReceiver<ObjectRef<Memcached>>,
     /// Every Memcached.
@@ -118,6 +124,8 @@ impl Children {
             health,
         );
         let (pods, pods_changed) = pods(client.clone(), health.listing("Pods"));
+        let (config_maps, config_maps_changed) =
+            config_maps(client.clone(), health.listing("ConfigMaps"));
         let (owner, optional_owners) = mpsc::unbounded();
         let (all, everything) = mpsc::unbounded();
         let wakes = Wakes { owner, all };
@@ -165,6 +173,7 @@ impl Children {
             budgets,
             network_policies,
             pods,
+            config_maps,
             certificates,
             service_monitors,
             prometheus_rules,
@@ -176,6 +185,7 @@ impl Children {
             budgets: pdb_changed,
             network_policies: policies_changed,
             pods: pods_changed,
+            config_maps: config_maps_changed,
             optional: optional_owners,
             all: everything,
         };

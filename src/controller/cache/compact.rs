@@ -16,7 +16,7 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
@@ -293,6 +293,40 @@ impl From<StatefulSet> for CachedStatefulSet {
                 updated_replicas: status.updated_replicas,
                 observed_generation: status.observed_generation,
             }),
+        }
+    }
+}
+
+/// A ConfigMap as the cache keeps it: its name, namespace and resource version, all that says
+/// when a Memcached's client CAs must be read again.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CachedConfigMap {
+    /// Its name, namespace and resource version.
+    pub metadata: ObjectMeta,
+    /// Whether it was deleted ([`Gone`]).
+    #[serde(skip)]
+    pub gone: bool,
+}
+
+same_resource_as!(CachedConfigMap, ConfigMap);
+
+impl Gone for CachedConfigMap {
+    fn mark_gone(&mut self) {
+        self.gone = true;
+    }
+}
+
+impl From<PartialObjectMeta<CachedConfigMap>> for CachedConfigMap {
+    fn from(partial: PartialObjectMeta<CachedConfigMap>) -> Self {
+        let metadata = partial.metadata;
+        Self {
+            metadata: ObjectMeta {
+                name: metadata.name,
+                namespace: metadata.namespace,
+                resource_version: metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            gone: false,
         }
     }
 }

@@ -16,7 +16,11 @@
 //!   `PartialObjectMetadata`): the same metadata and marks. Certificates and ServiceMonitors
 //!   are watched where and once the cluster serves their API (`optional`).
 //! - **Pod** (`pods`: a full watch of the ones labelled as ours): name, namespace, the
-//!   `app.kubernetes.io/instance` label, the deletion timestamp and the Ready condition's status.
+//!   `app.kubernetes.io/instance` label, the creation and deletion timestamps, the two
+//!   annotations that ask a server to restart for a withdrawn client CA, the Ready condition's
+//!   status, and what the kubelet says of memcached's restarts and of stopped sidecars.
+//! - **ConfigMap** (`config_maps`: a metadata-only watch of all of them, since the ones client
+//!   CAs come from carry no label of ours): name, namespace and resource version.
 //!
 //! Each watch is kube's `watcher`, `reflector` and `predicate_filter` (`watch`): it wakes the
 //! controller only for a change of what its cache keeps (`child::kept`), and always for a
@@ -24,8 +28,8 @@
 //! forget what they concern.
 //!
 //! The modules: `compact` (the types kept), `child` (the kinds applied), `watch` (one watch from
-//! kube's parts), `memcacheds`, `pods`, `children` (the children's caches, required and
-//! optional), `optional` (a kind another project defines, followed through its
+//! kube's parts), `memcacheds`, `pods`, `config_maps`, `children` (the children's caches,
+//! required and optional), `optional` (a kind another project defines, followed through its
 //! CustomResourceDefinition), `health` (which watches fail), `known` (what the controller last
 //! knew of each child) and `sweep` (every Memcached looked at again once per resync period).
 //! No reconciling logic is here; nothing here imports the layers above it.
@@ -33,6 +37,7 @@
 pub mod child;
 pub mod children;
 pub mod compact;
+pub mod config_maps;
 pub mod health;
 pub mod known;
 pub mod memcacheds;

@@ -2,7 +2,9 @@
 //! `app.kubernetes.io/instance` label (whose Memcached it is), its deletion timestamp and its
 //! Ready condition's status (all that `status.servers` needs), how often its memcached
 //! container was restarted and how it last ended (what a restart's Event says), and which of
-//! the operator's sidecars stopped on an error and why (what `Degraded` says).
+//! the operator's sidecars stopped on an error and why (what `Degraded` says); and, for the
+//! restart in place that drops a withdrawn client CA, when it was created and its two
+//! annotations that ask for it (`desired::client_cas`).
 
 use std::sync::Arc;
 
@@ -17,6 +19,7 @@ use super::child::ours;
 use super::compact::{CachedPod, Conditions, ContainerRestarts, hash64};
 use super::watch::{self, Listing};
 use crate::api::v1beta1::Memcached;
+use crate::sidecar::ca_restart::{REQUEST_ANNOTATION, RESTARTS_ANNOTATION};
 use crate::sidecar::{refresher, relay};
 
 /// The label naming the Memcached a pod serves.
@@ -65,10 +68,20 @@ pub fn reduce_pod(pod: &mut CachedPod) {
         let name = labels.remove(INSTANCE_LABEL)?;
         Some([(INSTANCE_LABEL.to_string(), name)].into())
     });
+    let asked = pod.metadata.annotations.take().and_then(|mut annotations| {
+        let kept: std::collections::BTreeMap<String, String> =
+            [REQUEST_ANNOTATION, RESTARTS_ANNOTATION]
+                .into_iter()
+                .filter_map(|key| Some((key.to_string(), annotations.remove(key)?)))
+                .collect();
+        (!kept.is_empty()).then_some(kept)
+    });
     pod.metadata = ObjectMeta {
         name: pod.metadata.name.take(),
         namespace: pod.metadata.namespace.take(),
         labels: instance,
+        annotations: asked,
+        creation_timestamp: pod.metadata.creation_timestamp.take(),
         deletion_timestamp: pod.metadata.deletion_timestamp.take(),
         ..ObjectMeta::default()
     };
@@ -88,6 +101,7 @@ pub fn kept(pod: &CachedPod) -> Option<u64> {
         &metadata.name,
         &metadata.namespace,
         &metadata.labels,
+        &metadata.annotations,
         metadata.deletion_timestamp.is_some(),
         &pod.status,
         pod.gone,

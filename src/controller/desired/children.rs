@@ -160,7 +160,7 @@ fn health_ports(memcached: &Memcached) -> probes::HealthPorts {
 }
 
 /// The supervisor's metrics port, on memcached's container: with monitoring, where memcached
-/// runs under the supervisor (with authentication).
+/// runs under the supervisor (`supervision::supervised`).
 fn supervisor_port(memcached: &Memcached) -> Option<i32> {
     (supervision::supervised(memcached) && monitoring::metrics_port(memcached).is_some())
         .then(|| health_ports(memcached).supervisor)
@@ -169,8 +169,8 @@ fn supervisor_port(memcached: &Memcached) -> Option<i32> {
 /// The ports Prometheus scrapes on each server's pod, by name, with monitoring on: the
 /// exporter's metrics port, the certificate refresher's probe port with TLS, the stats
 /// relay's where it runs (both serve `/metrics` beside their probes, `sidecar::metrics`), and
-/// the supervisor's with authentication. The Service names them, the ServiceMonitor scrapes
-/// them, and the NetworkPolicy opens them to the metrics sources only.
+/// the supervisor's where memcached runs under it. The Service names them, the ServiceMonitor
+/// scrapes them, and the NetworkPolicy opens them to the metrics sources only.
 pub fn scraped_ports(memcached: &Memcached) -> Vec<(&'static str, i32)> {
     let Some(metrics) = monitoring::metrics_port(memcached) else {
         return Vec::new();
@@ -329,9 +329,13 @@ pub fn desired_statefulset(memcached: &Memcached, platform: Platform) -> Statefu
         .chain(refresher)
         .chain(monitors)
         .collect();
-    for (volume, mount) in [lifecycle::volume(memcached), supervision::volume(memcached)]
-        .into_iter()
-        .flatten()
+    for (volume, mount) in [
+        lifecycle::volume(memcached),
+        supervision::volume(memcached),
+        supervision::request_volume(memcached),
+    ]
+    .into_iter()
+    .flatten()
     {
         volumes.push(volume);
         mounts.push(mount);

@@ -10,6 +10,7 @@
 //! - `drift`: whether a cached child needs a write, or a field-by-field comparison.
 
 pub mod children;
+pub mod client_cas;
 pub mod drift;
 pub mod status;
 

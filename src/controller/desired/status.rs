@@ -256,6 +256,7 @@ pub fn desired_status(
         servers: Some(servers),
         tls,
         auth,
+        client_ca_trust: previous.client_ca_trust.clone(),
         conditions: Some(conditions),
     }
 }

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::ResourceExt;
 
+use super::lifecycle::warm_restart;
 use super::probes;
 use crate::admission::defaults::memory_bound;
 use crate::api::v1beta1::{
@@ -116,6 +117,16 @@ pub fn args(memcached: &Memcached, port: i32) -> Vec<String> {
     args
 }
 
+/// Whether the operator restarts the servers in place when a client CA is withdrawn from the
+/// ConfigMap of `spec.tls.clientCA`: with a warm restart (which keeps the items), where client
+/// certificates are verified against that ConfigMap.
+pub fn restarts_for_client_ca(memcached: &Memcached) -> bool {
+    warm_restart(memcached)
+        && memcached.spec.tls.as_ref().is_some_and(|tls| {
+            tls.client_ca.is_some() && tls.client_auth.unwrap_or_default().verify_mode() > 0
+        })
+}
+
 /// The certificate refresher, a native sidecar (an init container that keeps running) beside a
 /// TLS server: it reads the server's certificate and `ca.crt` (not its key) and sends the
 /// server `refresh_certs` on its loopback when either changes (`memcached-operator
@@ -142,6 +153,9 @@ pub fn refresher(
         args.push(format!("--auth-file={}", auth_file()));
     }
     args.push(format!("--health-port={health}"));
+    if restarts_for_client_ca(memcached) {
+        args.push("--supervisor-counts-withdrawn-cas".into());
+    }
     let (liveness, readiness) = probes::sidecar(probes::REFRESHER_PORT_NAME);
     Some(Container {
         name: refresher::CONTAINER_NAME.into(),

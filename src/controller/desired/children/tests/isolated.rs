@@ -128,6 +128,89 @@ fn without_authentication_memcached_is_its_container_s_first_process_as_before()
 }
 
 #[test]
+fn with_client_cas_from_a_config_map_and_a_warm_restart_the_supervisor_reads_the_restart_request() {
+    use crate::api::v1beta1::{ClientAuth, ClientCaSource};
+    let mut object = with_warm_restart(secured());
+    object.spec.auth = None;
+    let tls = object.spec.tls.as_mut().expect("tls");
+    tls.client_auth = Some(ClientAuth::Require);
+    tls.client_secret_name = Some("cache-client".into());
+    tls.refresher_image = Some("registry.example/operator:1".into());
+    tls.client_ca = Some(ClientCaSource {
+        config_map_name: "trust".into(),
+        key: None,
+    });
+    let pod = pod_of(&object, Platform::Kubernetes);
+    let memcached = &pod.containers[0];
+    assert_eq!(
+        memcached.command.clone().unwrap_or_default()[1..],
+        [
+            "supervise",
+            "--warm-restart",
+            "--client-ca-request=/etc/memcached/pod/client-ca-sha256",
+            "--client-ca=/etc/memcached/tls/ca.crt",
+            "--restarted-file=/var/cache/memcached/client-ca-restarted",
+            "--",
+            "memcached"
+        ],
+        "no auth file without authentication"
+    );
+    let installer = &pod.init_containers.clone().expect("init containers")[0];
+    assert_eq!(
+        (installer.name.as_str(), installer.image.as_deref()),
+        ("install-supervisor", Some("registry.example/operator:1")),
+        "copied from the refresher's image"
+    );
+    let request = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "pod-request")
+        .and_then(|v| v.downward_api.clone())
+        .expect("the downward API volume");
+    let field = request.items.unwrap_or_default()[0].field_ref.clone();
+    assert_eq!(
+        field.map(|f| f.field_path),
+        Some("metadata.annotations['cache.f2367556.dev/client-ca-sha256']".into())
+    );
+    assert!(
+        memcached
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "pod-request"
+                && m.mount_path == "/etc/memcached/pod"
+                && m.read_only == Some(true))
+    );
+
+    // Without a warm restart (a restart would lose the items) or without the ConfigMap, no
+    // restart is asked for: memcached is not supervised for it.
+    let mut cold = object.clone();
+    cold.spec
+        .memcached
+        .as_mut()
+        .expect("memcached")
+        .warm_restart = None;
+    assert_eq!(
+        pod_of(&cold, Platform::Kubernetes).containers[0].command,
+        None
+    );
+    let mut from_secret = object;
+    from_secret.spec.tls.as_mut().expect("tls").client_ca = None;
+    let pod = pod_of(&from_secret, Platform::Kubernetes);
+    assert_eq!(
+        pod.containers[0].command.clone().unwrap_or_default()[0],
+        "/bin/sh"
+    );
+    assert!(
+        !pod.volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == "pod-request")
+    );
+}
+
+#[test]
 fn each_sidecar_runs_as_its_own_user_and_memcached_as_the_pods() {
     let mut object = secured();
     object.spec.monitoring = Some(crate::api::v1beta1::MonitoringSpec::default());
